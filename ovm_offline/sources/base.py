@@ -1,0 +1,76 @@
+"""What every memory source offers: guest-physical bytes, vCPU state, VMCOREINFO.
+
+A source knows nothing about the guest kernel; it only says where the bytes of
+guest-physical memory are. Kernel-side code (ovm_offline.kernel) interprets them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import BinaryIO, Iterator, Protocol
+
+
+@dataclasses.dataclass(frozen=True)
+class PhysicalRun:
+    """A contiguous range of guest-physical memory present in the source."""
+
+    start: int  # guest-physical address
+    length: int  # bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class VcpuState:
+    """What the source recorded about one vCPU (from ELF notes, kdump notes or QMP)."""
+
+    index: int
+    cr3: int | None = None
+    cr4: int | None = None
+    rip: int | None = None
+    rsp: int | None = None
+    gs_base: int | None = None
+    kernel_gs_base: int | None = None
+
+
+class PhysicalSource(Protocol):
+    """Read-only access to guest-physical memory.
+
+    Reads of addresses outside every run return zeros only when the source itself
+    says the memory is absent but defined as zero (kdump's excluded pages); reading
+    a range no run covers raises SourceError.
+    """
+
+    #: a short human name of the format, e.g. "ELF core", "kdump-zlib (flattened)", "live"
+    format_name: str
+
+    def runs(self) -> list[PhysicalRun]:
+        """Guest-physical ranges present, sorted, non-overlapping."""
+        ...
+
+    def read(self, paddr: int, length: int) -> bytes:
+        """Exactly `length` bytes of guest-physical memory from `paddr`."""
+        ...
+
+    def copy_to(self, paddr: int, length: int, out: BinaryIO) -> None:
+        """Bulk path: write `length` bytes from `paddr` to `out` without per-page Python overhead
+        where the format allows it (os.sendfile / copy_file_range / mmap slices)."""
+        ...
+
+    def vcpus(self) -> list[VcpuState]:
+        """Per-vCPU state, in vCPU order; may be empty."""
+        ...
+
+    def vmcoreinfo(self) -> dict[str, str] | None:
+        """The guest's VMCOREINFO note as key -> value, or None if the source has none."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def iter_chunks(start: int, length: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """Split [start, start+length) into (address, size) pieces of at most `chunk` bytes."""
+    end = start + length
+    while start < end:
+        size = min(chunk, end - start)
+        yield start, size
+        start += size
