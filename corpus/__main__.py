@@ -1,0 +1,74 @@
+"""`python -m corpus record|restore|list`: record guest dumps and golden images, restore images."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import kernels, workloads
+from .errors import CorpusError
+
+
+@click.group()
+def main() -> None:
+    """Record and restore corpus guests."""
+
+
+@main.command("list")
+def list_cmd() -> None:
+    """The kernels and workloads the corpus knows."""
+    for k in kernels.KERNELS.values():
+        click.echo(f"kernel   {k.name:<10} {k.package}={k.version}")
+    for w in workloads.WORKLOADS.values():
+        standard = "standard" if w.name in workloads.STANDARD else "on demand"
+        click.echo(f"workload {w.name:<12} {w.ram_mib:>5} MiB  {standard:<9}  {w.description}")
+
+
+@main.command()
+@click.option("--kernel", "kernel_names", multiple=True, default=tuple(kernels.KERNELS), show_default=True)
+@click.option("--workload", "workload_names", multiple=True, default=workloads.STANDARD, show_default=True)
+@click.option("--force", is_flag=True, help="Record again even if the cache has it.")
+def record(kernel_names: tuple[str, ...], workload_names: tuple[str, ...], force: bool) -> None:
+    """Record dumps, a live RAM snapshot and golden criu images (cached by their inputs)."""
+    from .recorder import record as record_one
+
+    for k in kernel_names:
+        for w in workload_names:
+            rec = record_one(k, w, force=force, log=lambda m: click.echo(m, err=True))
+            click.echo(rec.root)
+
+
+@main.command()
+@click.option("--kernel", "kernel_name", required=True)
+@click.option("--workload", "workload_name", required=True)
+@click.option("--images", type=click.Path(exists=True, file_okay=False), help="Images to restore (default: the golden ones).")
+def restore(kernel_name: str, workload_name: str, images: str | None) -> None:
+    """Restore images in a fresh guest and judge the workload's run."""
+    from pathlib import Path
+
+    from .recorder import record as record_one
+    from .restore import restore as restore_one
+
+    rec = record_one(kernel_name, workload_name, log=lambda m: click.echo(m, err=True))
+    result = restore_one(rec, Path(images) if images else rec.golden)
+    click.echo(f"{'PASS' if result.ok else 'FAIL'} {workload_name} on {kernel_name}: {result.detail}")
+    sys.exit(0 if result.ok else 1)
+
+
+def run() -> None:
+    try:
+        main(standalone_mode=False)
+    except CorpusError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    run()

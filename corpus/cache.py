@@ -1,0 +1,56 @@
+"""Where recorded outputs live, keyed by everything that produced them.
+
+Layout: $OVM_CORPUS_CACHE (default <repo>/corpus/cache)/<kind>/<name>-<key>/. A directory is
+complete only once its `.complete` marker exists; a crash leaves an incomplete one that the
+next run discards, so readers never see half a recording.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+CORPUS_DIR = Path(__file__).resolve().parent
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("OVM_CORPUS_CACHE", CORPUS_DIR / "cache"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()[:16]
+
+
+def source_digest(*paths: Path) -> str:
+    """Digest of files' contents: the recorder's code and inputs form part of every key."""
+    return digest(*(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(paths)))
+
+
+def entry(kind: str, name: str, key: str) -> Path:
+    return cache_root() / kind / f"{name}-{key}"
+
+
+def is_complete(path: Path) -> bool:
+    return (path / ".complete").exists()
+
+
+def begin(path: Path) -> Path:
+    """A fresh, empty directory for an entry being produced (an old incomplete one is removed)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def finish(path: Path) -> Path:
+    (path / ".complete").write_text("")
+    return path

@@ -1,0 +1,13 @@
+"""Errors of the corpus tooling, reported as one line by `python -m corpus`."""
+
+
+class CorpusError(Exception):
+    """A corpus step failed; the message says which and why."""
+
+
+class GuestError(CorpusError):
+    """The guest failed to boot, timed out, or its job failed. Carries the serial log tail."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(message + (f"\n--- guest serial log (tail) ---\n{log_tail}" if log_tail else ""))

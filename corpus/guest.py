@@ -1,0 +1,205 @@
+"""One QEMU guest of the corpus: started, driven over QMP and a control serial port, and always
+ended (by PID) on every exit path."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from .errors import GuestError
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # If the recorder is SIGKILLed, QEMU goes too: no orphaned guests eating a core.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()
+
+
+class Guest:
+    """A QEMU x86-64 guest with RAM in a shared memory-backend-file, VMCOREINFO, QMP and a
+    control serial port. Use as a context manager."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        vmlinuz: Path,
+        initramfs: Path,
+        ram_mib: int,
+        disks: list[Path],
+        smp: int = 2,
+        accel: str = "tcg",
+        cpu: str | None = None,
+        cmdline_extra: str = "",
+    ):
+        self.workdir = workdir
+        self.memory_file = workdir / "guest-ram"
+        self.console_log = workdir / "console.log"
+        self.qmp_path = workdir / "qmp.sock"
+        self.ctl_path = workdir / "ctl.sock"
+        self.ram_mib = ram_mib
+        cmdline = f"console=ttyS0 panic=-1 quiet loglevel=4 {cmdline_extra}".strip()
+        self.argv = [
+            "qemu-system-x86_64",
+            "-machine", f"pc,accel={accel},memory-backend=ram0",
+            "-object", f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.memory_file},share=on",
+            "-m", f"{ram_mib}M",
+            "-smp", str(smp),
+            "-kernel", str(vmlinuz),
+            "-initrd", str(initramfs),
+            "-append", cmdline,
+            "-device", "vmcoreinfo",
+            "-display", "none",
+            "-no-reboot",
+            "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
+            "-chardev", f"file,id=con,path={self.console_log}",
+            "-serial", "chardev:con",
+            "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
+            "-serial", "chardev:ctl",
+        ]
+        if cpu:
+            self.argv += ["-cpu", cpu]
+        for i, disk in enumerate(disks):
+            self.argv += ["-drive", f"file={disk},if=virtio,format=raw,index={i}"]
+        self.process: subprocess.Popen | None = None
+        self.qmp: QEMUMonitorProtocol | None = None
+        self._ctl: socket.socket | None = None
+        self._ctl_buffer = b""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "Guest":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        for path in (self.qmp_path, self.ctl_path, self.console_log):
+            path.unlink(missing_ok=True)
+        stderr = open(self.workdir / "qemu-stderr.log", "wb")
+        self.process = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, preexec_fn=_die_with_parent
+        )
+        stderr.close()
+        try:
+            self._wait_for_socket(self.qmp_path)
+            self.qmp = QEMUMonitorProtocol(str(self.qmp_path))
+            self.qmp.connect()
+            self._wait_for_socket(self.ctl_path)
+            self._ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._ctl.connect(str(self.ctl_path))
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_for_socket(self, path: Path, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            self._check_alive("starting QEMU")
+            if time.monotonic() > deadline:
+                raise GuestError(f"QEMU did not create {path.name} within {timeout:.0f} s", self.log_tail())
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """End QEMU: politely over QMP first, then by PID. Safe to call more than once."""
+        with contextlib.suppress(Exception):
+            if self._ctl:
+                self._ctl.close()
+        if self.process and self.process.poll() is None:
+            with contextlib.suppress(Exception):
+                if self.qmp:
+                    self.qmp.settimeout(2)
+                    self.qmp.cmd("quit")
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        with contextlib.suppress(Exception):
+            if self.qmp:
+                self.qmp.close()
+        self.qmp = None
+        self._ctl = None
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise GuestError(f"guest did not power off within {timeout:.0f} s", self.log_tail()) from None
+
+    def _check_alive(self, doing: str) -> None:
+        if self.process and self.process.poll() is not None:
+            stderr = (self.workdir / "qemu-stderr.log").read_text(errors="replace").strip()
+            raise GuestError(
+                f"QEMU exited (status {self.process.returncode}) while {doing}"
+                + (f": {stderr.splitlines()[-1]}" if stderr else ""),
+                self.log_tail(),
+            )
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.console_log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- control channel -------------------------------------------------------------------
+    def read_line(self, timeout: float, doing: str) -> str:
+        """Next line the guest job wrote to /dev/ttyS1."""
+        assert self._ctl
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._ctl_buffer:
+            self._check_alive(doing)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GuestError(f"timed out after {timeout:.0f} s {doing}", self.log_tail())
+            self._ctl.settimeout(min(remaining, 0.5))
+            try:
+                data = self._ctl.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                self._check_alive(doing)
+                raise GuestError(f"control channel closed while {doing}", self.log_tail())
+            self._ctl_buffer += data
+        line, _, self._ctl_buffer = self._ctl_buffer.partition(b"\n")
+        return line.decode(errors="replace").strip()
+
+    def expect(self, prefix: str, timeout: float, doing: str) -> str:
+        """Wait for a control line starting with `prefix`; a job failure line ends the wait."""
+        while True:
+            line = self.read_line(timeout, doing)
+            if line.startswith(prefix):
+                return line
+            if line.startswith(("FAIL", "OVM-EXIT")):
+                raise GuestError(f"guest job failed while {doing}: {line}", self.log_tail())
+
+    def send(self, line: str) -> None:
+        assert self._ctl
+        self._ctl.sendall(line.encode() + b"\n")
+
+    # -- monitor ---------------------------------------------------------------------------
+    def command(self, name: str, timeout: float = 600, **arguments) -> object:
+        assert self.qmp
+        self.qmp.settimeout(timeout)
+        reply = self.qmp.cmd_raw(name, arguments or None)
+        if "error" in reply:
+            raise GuestError(f"QMP {name} failed: {reply['error'].get('desc', json.dumps(reply['error']))}")
+        return reply.get("return")
+
+    def hmp(self, command_line: str) -> str:
+        return str(self.command("human-monitor-command", **{"command-line": command_line}))

@@ -1,0 +1,30 @@
+# Sourced by the job scripts. The host prepends: W (workload), PROG, ARGS, ROOT_KEY, HIGH_PID.
+cd /run/ovm || exit 1
+# One fd on the control port for the whole job: bytes the host sends while no one holds the
+# tty open are dropped, so reopening it per message would lose them.
+exec 3<>/dev/ttyS1
+ctl() { echo "$*" >&3; echo "OVM-CTL: $*"; }
+ctl_read() { read -r "$1" <&3; }
+fail() { ctl "FAIL $*"; exit 1; }
+
+# The pids of every task (threads included) whose process group is $1, as "pid state" lines.
+group_tasks() {
+    for f in /proc/[0-9]*/task/[0-9]*/stat; do
+        cat "$f" 2>/dev/null
+    done | awk -v g="$1" '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); if (f[3] == g) print f[1] }'
+}
+
+# The pids (processes, not threads) whose process group is $1.
+group_pids() {
+    for f in /proc/[0-9]*/stat; do
+        cat "$f" 2>/dev/null
+    done | awk -v g="$1" '{ s = $0; pid = $1; sub(/^.*\) /, "", s); split(s, f, " "); if (f[3] == g) print pid }'
+}
+
+wait_stopped() {
+    i=0
+    while group_tasks "$1" | grep -qv '^T$'; do
+        i=$((i + 1)); [ $i -gt 100 ] && fail "workload did not stop: $(group_tasks "$1" | tr '\n' ' ')"
+        sleep 0.1
+    done
+}

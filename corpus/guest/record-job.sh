@@ -1,0 +1,69 @@
+# Record job: start the workload at a high PID, wait for READY, stop its process group, collect
+# in-guest facts, let the host dump memory while paused, then have criu write golden images.
+. /run/ovm/in/common.sh
+mkdir -p "/run/ovm/$PROG"
+echo $((HIGH_PID - 1)) > /proc/sys/kernel/ns_last_pid
+/bin/$PROG $ARGS </dev/null >>"/run/ovm/$W.log" 2>&1 3>&- &
+LAUNCHED=$!
+i=0
+while ! grep -qs '^READY' "$W.log"; do
+    grep -qs '^SETUP FAIL' "$W.log" && fail "$(grep -m1 '^SETUP FAIL' "$W.log")"
+    i=$((i + 1)); [ $i -gt 3000 ] && fail "no READY from $PROG: $(tail -c 300 "$W.log" | tr '\n' ' ')"
+    sleep 0.1
+done
+READY=$(grep -m1 '^READY' "$W.log")
+ROOT=$LAUNCHED
+if [ -n "$ROOT_KEY" ]; then
+    ROOT=$(echo "$READY" | sed -n "s/.*$ROOT_KEY=\([0-9]*\).*/\1/p")
+    [ -n "$ROOT" ] || fail "READY line has no $ROOT_KEY: $READY"
+fi
+kill -STOP -"$ROOT" || fail "cannot stop process group $ROOT"
+wait_stopped "$ROOT"
+MEMBERS=$(group_pids "$ROOT" | sort -n | tr '\n' ' ')
+
+# In-guest facts, read from /proc while the group is stopped (the state the dumps show).
+mkdir -p facts
+for p in /proc/[0-9]*; do
+    pid=${p#/proc/}; d=facts/proc/$pid; mkdir -p $d
+    for f in stat status cmdline cgroup; do cat $p/$f > $d/$f 2>/dev/null; done
+    for n in pid pid_for_children mnt net uts ipc user cgroup time; do
+        echo "$n $(readlink $p/ns/$n 2>/dev/null)"; done > $d/ns
+done
+for pid in $MEMBERS; do
+    p=/proc/$pid; d=facts/proc/$pid
+    for f in maps limits timers personality mountinfo environ; do cat $p/$f > $d/$f 2>/dev/null; done
+    mkdir -p $d/fdinfo $d/task
+    for fd in $p/fd/*; do
+        n=${fd##*/}; echo "$n $(readlink $fd)" >> $d/fds
+        cat $p/fdinfo/$n > $d/fdinfo/$n 2>/dev/null
+    done
+    for t in $p/task/*; do
+        tid=${t##*/}; mkdir -p $d/task/$tid
+        cat $t/stat > $d/task/$tid/stat; cat $t/status > $d/task/$tid/status
+    done
+    readlink $p/exe > $d/exe; readlink $p/cwd > $d/cwd; readlink $p/root > $d/root
+done
+uname -r > facts/uname
+echo "$READY" > facts/ready
+echo "$ROOT" > facts/root
+echo "$MEMBERS" > facts/members
+
+ctl "RECORD-READY root=$ROOT members=$MEMBERS"
+ctl_read go
+[ "$go" = "GO" ] || fail "expected GO from the host, got: $go"
+echo "OVM-JOB: host recorded memory; running criu dump"
+
+# Golden images: criu's own dump of the same stopped tree.
+mkdir -p /run/ovm/golden
+start=$(date +%s)
+criu dump -t "$ROOT" -D /run/ovm/golden -o dump.log -v4 --leave-running $CRIU_DUMP_OPTS
+rc=$?
+echo "OVM-JOB: criu dump exited $rc"
+echo "criu_dump_rc=$rc seconds=$(( $(date +%s) - start ))" > facts/criu
+[ $rc -eq 0 ] || { cp /run/ovm/golden/dump.log facts/ 2>/dev/null;
+    tar -c -f /dev/vdb facts; fail "criu dump exited $rc: $(grep Error /run/ovm/golden/dump.log | tail -n 3 | tr '\n' ' ')"; }
+# The workload's files as they are at dump time: the restore harness recreates them.
+tar -c -f files.tar "$W.log" "$PROG"
+tar -c -f /dev/vdb facts golden files.tar || fail "writing results to /dev/vdb"
+sync
+ctl "DONE"

@@ -1,0 +1,131 @@
+"""Builds the busybox initramfs every corpus guest boots: busybox, criu 3.17.1 with its shared
+libraries, the corpus workloads, the kernel modules CRIU and the harness need, and /init."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import cache, cpio
+from .errors import CorpusError
+from .kernels import UnpackedKernel
+
+GUEST_DIR = Path(__file__).resolve().parent / "guest"
+WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
+
+# qemu_fw_cfg: VMCOREINFO reaches QEMU's dump; virtio_*: the data disks; nf_tables and
+# nfnetlink: criu's kernel feature probe fails without them; veth: container network namespaces.
+GUEST_MODULES = ["qemu_fw_cfg", "virtio_pci", "virtio_blk", "nf_tables", "veth"]
+
+BUSYBOX = "/bin/busybox"
+CRIU = "/usr/sbin/criu"
+
+
+def workload_sources() -> list[Path]:
+    return sorted(WORKLOADS_DIR.glob("*.c")) + sorted(WORKLOADS_DIR.glob("*.h"))
+
+
+def build_key(kernel: UnpackedKernel) -> str:
+    """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
+    host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"])]
+    inputs = [Path(__file__)] + sorted(GUEST_DIR.iterdir()) + workload_sources()
+    return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
+
+
+def _version_line(cmd: list[str]) -> bytes:
+    try:
+        return subprocess.run(cmd, capture_output=True).stdout[:200]
+    except FileNotFoundError:
+        raise CorpusError(f"{cmd[0]} is not installed (apt-get install busybox-static criu)") from None
+
+
+def compile_workloads(out_dir: Path) -> dict[str, Path]:
+    """gcc every corpus/workloads/NAME.c with the flags on its `/* cflags: ... */` first line."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    binaries = {}
+    for source in sorted(WORKLOADS_DIR.glob("*.c")):
+        first = source.read_text().splitlines()[0] if source.stat().st_size else ""
+        match = re.search(r"cflags:(.*?)\*/", first)
+        flags = match.group(1).split() if match else []
+        binary = out_dir / source.stem
+        cmd = ["gcc", "-O2", "-Wall", "-Wextra", "-o", str(binary), str(source), *flags]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CorpusError(f"compiling {source.name} failed: {result.stderr.strip()[-800:]}")
+        binaries[source.stem] = binary
+    return binaries
+
+
+def shared_libraries(binary: Path) -> list[str]:
+    """Absolute paths of the libraries (and the ELF interpreter) `ldd` resolves for a binary."""
+    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    if "not a dynamic executable" in result.stdout + result.stderr:
+        return []
+    if result.returncode != 0:
+        raise CorpusError(f"ldd {binary} failed: {result.stderr.strip()}")
+    libs = []
+    for line in result.stdout.splitlines():
+        match = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)
+        if match:
+            libs.append(match.group(1))
+    return libs
+
+
+def add_host_path(archive: cpio.NewcArchive, path: str, dest: str | None = None) -> None:
+    """Copy a host file into the archive at the same path, recreating every symlink on the way
+    (Debian's merged /usr: /lib -> usr/lib), so the dynamic loader finds what ldd found."""
+    parts = Path(path).parts[1:]
+    current = Path("/")
+    for i, part in enumerate(parts):
+        current = current / part
+        if current.is_symlink():
+            target = os.readlink(current)
+            archive.symlink(str(current), target)
+            rest = Path(*parts[i + 1:]) if i + 1 < len(parts) else None
+            resolved = (current.parent / target).resolve() if not target.startswith("/") else Path(target)
+            add_host_path(archive, str(resolved / rest) if rest else str(resolved))
+            return
+    mode = current.stat().st_mode & 0o777
+    archive.file(dest or str(current), current.read_bytes(), mode)
+
+
+def build(kernel: UnpackedKernel) -> Path:
+    """The initramfs for this kernel and the current workloads, built once per cache key."""
+    path = cache.entry("initramfs", kernel.kernel.name, build_key(kernel))
+    if cache.is_complete(path):
+        return path / "initramfs.cpio.gz"
+    cache.begin(path)
+    binaries = compile_workloads(path / "bin")
+
+    archive = cpio.NewcArchive()
+    for d in ("dev", "proc", "sys", "run", "tmp", "etc", "root", "mnt", "usr/bin", "usr/sbin", "sbin"):
+        archive.directory(d)
+    archive.file("bin/busybox", Path(BUSYBOX).read_bytes(), 0o755)
+    archive.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+    archive.file("etc/group", b"root:x:0:\n")
+    archive.file("init", (GUEST_DIR / "init.sh").read_bytes(), 0o755)
+
+    add_host_path(archive, CRIU)
+    libs = set(shared_libraries(Path(CRIU)))
+    for name, binary in binaries.items():
+        archive.file(f"bin/{name}", binary.read_bytes(), 0o755)
+        libs.update(shared_libraries(binary))
+    for lib in sorted(libs):
+        add_host_path(archive, lib)
+
+    builtin = (kernel.modules_dir / "modules.builtin").read_text()
+    wanted = [m for m in GUEST_MODULES if f"/{m}.ko" not in builtin]
+    order = kernel.modules_in_load_order(wanted)
+    for module in order:
+        archive.file(f"lib/modules/{module}.ko", kernel.module_bytes(module))
+    archive.file("lib/modules/load-order", ("\n".join(order) + "\n").encode())
+
+    with open(path / "initramfs.cpio.gz", "wb") as out:
+        out.write(gzip.compress(archive.getvalue(), compresslevel=1, mtime=0))
+    shutil.rmtree(path / "bin")
+    cache.finish(path)
+    return path / "initramfs.cpio.gz"

@@ -1,0 +1,128 @@
+"""Records one workload on one kernel: dumps of the paused guest (ELF, every kdump format QEMU
+offers, a copy of live RAM with what a live reader needs), criu's golden images of the same
+stopped tree, and a manifest of in-guest facts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from . import cache, facts, initramfs, jobs, kernels
+from .guest import Guest
+from .workloads import Workload, get_workload
+
+HIGH_PID = 10000
+BOOT_TIMEOUT = 180
+DONE_TIMEOUT = 600
+RECORDER_FILES = [Path(__file__), Path(facts.__file__), Path(jobs.__file__)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    """A finished recording in the cache."""
+
+    root: Path
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.root / "manifest.json").read_text())
+
+    @property
+    def elf(self) -> Path:
+        return self.root / "dump.elf"
+
+    @property
+    def kdumps(self) -> dict[str, Path]:
+        return {fmt: self.root / f"dump.{fmt}" for fmt in self.manifest["dumps"] if fmt.startswith("kdump")}
+
+    @property
+    def live_dir(self) -> Path:
+        """guest-ram (a copy of the memory-backend-file), mtree.txt, registers.txt."""
+        return self.root / "live"
+
+    @property
+    def golden(self) -> Path:
+        return self.root / "golden"
+
+    @property
+    def files_tar(self) -> Path:
+        return self.root / "files.tar"
+
+
+def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
+    return cache.digest(
+        initramfs.build_key(kernel), repr(workload), cache.source_digest(*RECORDER_FILES, *jobs.GUEST_DIR.iterdir())
+    )
+
+
+def record(kernel_name: str, workload_name: str, force: bool = False, log=print) -> Recording:
+    """The recording of a workload on a kernel, made now unless the cache has it."""
+    workload = get_workload(workload_name)
+    kernel = kernels.unpack(kernels.get_kernel(kernel_name))
+    image = initramfs.build(kernel)
+    path = cache.entry("recordings", f"{kernel_name}-{workload.name}", recording_key(kernel, workload))
+    if cache.is_complete(path) and not force:
+        return Recording(path)
+    cache.begin(path)
+    log(f"recording {workload.name} on {kernel_name} in {path}")
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    script = jobs.job_script(
+        "record-job.sh",
+        {"W": workload.name, "PROG": workload.program, "ARGS": " ".join(workload.args),
+         "ROOT_KEY": workload.root_key or "", "HIGH_PID": HIGH_PID, "CRIU_DUMP_OPTS": ""},
+    )
+    work = path / "work"
+    work.mkdir()
+    jobs.write_input_disk(work / "in.img", {"job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes()})
+    jobs.blank_output_disk(work / "out.img", workload.ram_mib + 256)
+    (path / "live").mkdir()
+
+    with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"]) as guest:
+        ready = guest.expect("RECORD-READY", BOOT_TIMEOUT + 300, f"booting {kernel_name} and starting {workload.name}")
+        timings["boot_and_ready"] = time.monotonic() - t0
+
+        t = time.monotonic()
+        guest.command("stop")
+        formats = guest.command("query-dump-guest-memory-capability")["formats"]
+        dumps = {"elf": "dump.elf"}
+        guest.command("dump-guest-memory", paging=False, protocol=f"file:{path / 'dump.elf'}")
+        for fmt in (f for f in formats if f.startswith("kdump")):
+            guest.command("dump-guest-memory", paging=False, protocol=f"file:{path / f'dump.{fmt}'}", format=fmt)
+            dumps[fmt] = f"dump.{fmt}"
+        shutil.copyfile(guest.memory_file, path / "live" / "guest-ram")
+        (path / "live" / "registers.txt").write_text(guest.hmp("info registers -a"))
+        (path / "live" / "mtree.txt").write_text(guest.hmp("info mtree -f"))
+        status = guest.command("query-status")
+        guest.command("cont")
+        timings["paused"] = time.monotonic() - t
+        for name in dumps.values():
+            os.chmod(path / name, 0o644)  # QEMU creates dumps 0400
+
+        guest.send("GO")
+        t = time.monotonic()
+        guest.expect("DONE", DONE_TIMEOUT, f"criu dump of {workload.name}")
+        timings["criu_dump_and_transfer"] = time.monotonic() - t
+        guest.wait_exit(60)
+
+    jobs.read_output_disk(work / "out.img", work / "out")
+    (work / "out" / "golden").rename(path / "golden")
+    (work / "out" / "files.tar").rename(path / "files.tar")
+    manifest = facts.build_manifest(work / "out" / "facts", path / "files.tar")
+    manifest.update(
+        workload=workload.name, program=workload.program, args=list(workload.args), kernel=kernel_name,
+        kernel_package=f"{kernel.kernel.package}={kernel.kernel.version}", ram_mib=workload.ram_mib,
+        dumps=dumps, qemu_dump_formats=formats, qemu_status_when_dumped=status.get("status"),
+        control_ready_line=ready, timings={k: round(v, 2) for k, v in timings.items()},
+    )
+    (path / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    shutil.copyfile(work / "console.log", path / "console.log")
+    shutil.rmtree(work)
+    cache.finish(path)
+    log(f"recorded {workload.name} on {kernel_name} in {time.monotonic() - t0:.1f} s")
+    return Recording(path)

@@ -1,0 +1,109 @@
+"""The corpus workloads: what each runs in the guest, how big a guest it needs, and how its
+restored run is judged. The C programs live in workloads/*.c (see workloads/README.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable
+
+from .errors import CorpusError
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    detail: str
+
+
+def _count_lines(log: str) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(r"^count (\d+)$", log, re.M)]
+
+
+def check_reported(before: str, after: str) -> Verdict:
+    """The workload's own self-check after restore: one `CHECK OK` line, no `CHECK FAIL`."""
+    checks = [line for line in after.splitlines() if line.startswith("CHECK")]
+    if not checks:
+        return Verdict(False, "no CHECK line after restore")
+    if not checks[0].startswith("CHECK OK"):
+        return Verdict(False, checks[0])
+    return Verdict(True, checks[0])
+
+
+def check_counter(before: str, after: str) -> Verdict:
+    """The counter goes on from the value it had when dumped: the first count printed after
+    restore is the last one before plus one, and it keeps counting in steps of one."""
+    reported = check_reported(before, after)
+    if not reported.ok:
+        return reported
+    dumped, resumed = _count_lines(before), _count_lines(after)
+    last = dumped[-1] if dumped else 0
+    if len(resumed) < 2:
+        return Verdict(False, f"counter printed {len(resumed)} values after restore (dumped at {last})")
+    if resumed[0] != last + 1 or any(b != a + 1 for a, b in zip(resumed, resumed[1:])):
+        return Verdict(False, f"dumped at count {last}, counted {resumed[:8]} after restore")
+    return Verdict(True, f"dumped at count {last}, continued {resumed[0]}..{resumed[-1]}; {reported.detail}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    program: str
+    args: tuple[str, ...] = ()
+    ram_mib: int = 512
+    # key of the READY line naming the pid that leads the checkpointed tree (default: the
+    # launched process itself)
+    root_key: str | None = None
+    check: Callable[[str, str], Verdict] = check_reported
+    # guest seconds to let the restored workload run before asking it to check itself
+    run_after_restore: float = 1.0
+    description: str = ""
+    # shell run in the restoring guest before `criu restore` (what the system must provide)
+    restore_prepare: str = ""
+
+    @property
+    def log_name(self) -> str:
+        return f"{self.name}.log"
+
+
+def _memhog(mib: int) -> Workload:
+    return Workload(
+        f"memhog-{mib}",
+        "memhog",
+        (str(mib),),
+        ram_mib=512 + 2 * mib + mib // 2,  # the workload, criu's images of it, and slack
+        description=f"{mib} MiB of anonymous memory with a verifiable pattern",
+    )
+
+
+WORKLOADS = {
+    w.name: w
+    for w in (
+        Workload(
+            "counter", "counter", check=check_counter, run_after_restore=3.0,
+            description="interval timer, SIGALRM, prints its count each second",
+        ),
+        _memhog(0),
+        _memhog(64),
+        _memhog(1024),
+        Workload("filemap", "filemap", description="dynamically linked; file mappings; files at offsets and flags"),
+        Workload("ptyprog", "ptyprog", description="a session on a pty pair it holds both ends of"),
+        Workload("threads", "threads", ("4",), run_after_restore=1.0, description="four worker threads"),
+        Workload("pipetree", "pipetree", run_after_restore=1.0, description="a process tree joined by pipes"),
+        Workload(
+            "container", "container", root_key="outer_pid", run_after_restore=2.0,
+            description="a PID namespace init and its child in cgroup /ovmbox",
+            restore_prepare="mkdir -p /sys/fs/cgroup/ovmbox",
+        ),
+    )
+}
+
+# what the test suite records on both kernels; memhog-1024 is recorded for benchmarks on demand
+STANDARD = ("counter", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree", "container")
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise CorpusError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
