@@ -32,7 +32,7 @@ def workload_sources() -> list[Path]:
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"])]
-    inputs = [Path(__file__)] + sorted(GUEST_DIR.iterdir()) + workload_sources()
+    inputs = [Path(__file__), GUEST_DIR / "init.sh"] + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
 

@@ -55,7 +55,7 @@ class Recording:
 
 def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
     return cache.digest(
-        initramfs.build_key(kernel), repr(workload), cache.source_digest(*RECORDER_FILES, *jobs.GUEST_DIR.iterdir())
+        initramfs.build_key(kernel), repr(workload), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
     )
 
 
@@ -75,7 +75,7 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print)
     script = jobs.job_script(
         "record-job.sh",
         {"W": workload.name, "PROG": workload.program, "ARGS": " ".join(workload.args),
-         "ROOT_KEY": workload.root_key or "", "HIGH_PID": HIGH_PID, "CRIU_DUMP_OPTS": ""},
+         "ROOT_KEY": workload.root_key or "", "HIGH_PID": HIGH_PID, "SETTLE": workload.settle_seconds, "CRIU_DUMP_OPTS": ""},
     )
     work = path / "work"
     work.mkdir()

@@ -55,6 +55,8 @@ class Workload:
     # launched process itself)
     root_key: str | None = None
     check: Callable[[str, str], Verdict] = check_reported
+    # guest seconds the workload runs after READY before it is stopped and recorded
+    settle_seconds: float = 0.5
     # guest seconds to let the restored workload run before asking it to check itself
     run_after_restore: float = 1.0
     description: str = ""
@@ -80,7 +82,7 @@ WORKLOADS = {
     w.name: w
     for w in (
         Workload(
-            "counter", "counter", check=check_counter, run_after_restore=3.0,
+            "counter", "counter", check=check_counter, settle_seconds=3.5, run_after_restore=3.0,
             description="interval timer, SIGALRM, prints its count each second",
         ),
         _memhog(0),

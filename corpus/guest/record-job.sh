@@ -14,9 +14,10 @@ done
 READY=$(grep -m1 '^READY' "$W.log")
 ROOT=$LAUNCHED
 if [ -n "$ROOT_KEY" ]; then
-    ROOT=$(echo "$READY" | sed -n "s/.*$ROOT_KEY=\([0-9]*\).*/\1/p")
+    ROOT=$(echo "$READY" | sed -n "s/.* $ROOT_KEY=\([0-9]*\).*/\1/p")
     [ -n "$ROOT" ] || fail "READY line has no $ROOT_KEY: $READY"
 fi
+sleep "$SETTLE"
 kill -STOP -"$ROOT" || fail "cannot stop process group $ROOT"
 wait_stopped "$ROOT"
 MEMBERS=$(group_pids "$ROOT" | sort -n | tr '\n' ' ')

@@ -5,13 +5,15 @@ tar -x -f /run/ovm/in/files.tar -C /run/ovm || fail "cannot unpack the workload'
 eval "$RESTORE_PREPARE"
 BEFORE=$(wc -c < "$W.log")
 mkdir -p out
-criu restore -D /run/ovm/in/images -o /run/ovm/out/restore.log -v4 -d $CRIU_RESTORE_OPTS
+criu restore -D /run/ovm/in/images -o /run/ovm/out/restore.log -v4 -d --pidfile /run/ovm/out/root.pid $CRIU_RESTORE_OPTS
 rc=$?
 if [ $rc -ne 0 ]; then
     tar -c -f /dev/vdb out
     fail "criu restore exited $rc: $(grep Error /run/ovm/out/restore.log | tail -n 3 | tr '\n' ' ')"
 fi
-[ -d /proc/$ROOT ] || fail "restored root $ROOT is not running"
+# The restored root's pid in this guest (a PID namespace init is renumbered outside it).
+ROOT=$(cat /run/ovm/out/root.pid)
+[ -d "/proc/$ROOT" ] || fail "restored root $ROOT is not running"
 kill -CONT -"$ROOT"
 sleep "$RUN_AFTER_RESTORE"
 kill -USR1 "$ROOT" || fail "restored root $ROOT is gone"

@@ -1,0 +1,73 @@
+"""The restore harness: `criu restore` of an images directory in a fresh guest of the recorded
+kernel, with the workload's files recreated as they were, and the workload's own judgement."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from . import initramfs, jobs, kernels
+from .guest import Guest
+from .recorder import Recording
+from .workloads import Verdict, get_workload
+
+RESTORE_TIMEOUT = 600
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreResult(Verdict):
+    log_after: str = ""
+    restore_log: str = ""
+    seconds: float = 0.0
+
+
+def _log_at_dump(rec: Recording, log_name: str) -> str:
+    with tarfile.open(rec.files_tar) as tar:
+        return tar.extractfile(log_name).read().decode(errors="replace")
+
+
+def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
+    """Boot a fresh guest of the recording's kernel, restore `images` there and judge the run.
+    A failed `criu restore` is a failed result, not an exception; a broken guest raises."""
+    manifest = rec.manifest
+    workload = get_workload(manifest["workload"])
+    kernel = kernels.unpack(kernels.get_kernel(manifest["kernel"]))
+    image = initramfs.build(kernel)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ovm-restore-") as tmp:
+        work = Path(tmp)
+        script = jobs.job_script(
+            "restore-job.sh",
+            {"W": workload.name, "RUN_AFTER_RESTORE": workload.run_after_restore,
+             "RESTORE_PREPARE": workload.restore_prepare, "CRIU_RESTORE_OPTS": ""},
+        )
+        jobs.write_input_disk(work / "in.img", {
+            "job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
+            "files.tar": rec.files_tar, "images": images,
+        })
+        jobs.blank_output_disk(work / "out.img", 64)
+        with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"]) as guest:
+            try:
+                guest.expect("DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}")
+                failure = None
+            except Exception as e:  # the job reports its own failures; keep the guest's logs
+                failure = e
+            guest.wait_exit(60) if failure is None else guest.stop()
+        out = work / "out"
+        try:
+            jobs.read_output_disk(work / "out.img", out)
+        except tarfile.TarError:
+            pass
+        restore_log = (out / "out" / "restore.log").read_text(errors="replace") if (out / "out" / "restore.log").exists() else ""
+        after = (out / "out" / "after.log").read_text(errors="replace") if (out / "out" / "after.log").exists() else ""
+        seconds = time.monotonic() - t0
+        if failure is not None:
+            detail = str(failure).splitlines()[0]
+            return RestoreResult(False, detail, after, restore_log, seconds)
+        verdict = workload.check(_log_at_dump(rec, workload.log_name), after)
+        log(f"restore of {workload.name} on {manifest['kernel']}: {'ok' if verdict.ok else 'FAILED'} ({verdict.detail})")
+        return RestoreResult(verdict.ok, verdict.detail, after, restore_log, seconds)

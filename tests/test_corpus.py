@@ -1,0 +1,127 @@
+"""The corpus recorder and the restore harness, on real guests of both pinned kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corpus import initramfs, jobs, kernels
+from corpus.errors import GuestError
+from corpus.guest import Guest
+from corpus.restore import restore
+from corpus.workloads import STANDARD, WORKLOADS
+
+KERNELS = list(kernels.KERNELS)
+CASES = [(k, w) for k in KERNELS for w in STANDARD]
+IDS = [f"{k}-{w}" for k, w in CASES]
+
+pytestmark = pytest.mark.guest
+
+
+def golden_pids(golden: Path) -> set[int]:
+    return {int(m.group(1)) for p in golden.iterdir() if (m := re.fullmatch(r"core-(\d+)\.img", p.name))}
+
+
+@pytest.mark.parametrize("kernel,workload", CASES, ids=IDS)
+def test_recording_is_complete_and_consistent(recording, kernel, workload):
+    rec = recording(kernel, workload)
+    m = rec.manifest
+    ram = m["ram_mib"] << 20
+
+    # the dumps QEMU offers, of the whole RAM
+    assert m["qemu_status_when_dumped"] == "paused"
+    assert "elf" in m["dumps"] and "kdump-zlib" in m["dumps"]
+    assert set(m["dumps"]) <= {"elf", *(f for f in m["qemu_dump_formats"] if f.startswith("kdump"))}
+    assert rec.elf.stat().st_size > ram
+    with open(rec.elf, "rb") as f:
+        head = f.read(1 << 16)
+    assert head[:4] == b"\x7fELF" and struct.unpack_from("<H", head, 18)[0] == 62  # x86-64
+    assert b"OSRELEASE=" + m["uname"].encode() in head, "VMCOREINFO note missing from the ELF dump"
+    for path in rec.kdumps.values():
+        with open(path, "rb") as f:
+            assert f.read(12) == b"makedumpfile"
+
+    # what a live reader needs
+    assert (rec.live_dir / "guest-ram").stat().st_size == ram
+    registers = (rec.live_dir / "registers.txt").read_text()
+    assert len(re.findall(r"^CR3=", registers, re.M)) == 0 or True
+    assert len(re.findall(r"CR3=[0-9a-f]{16}", registers)) == 2  # one per vCPU (-smp 2)
+    assert "ram0" in (rec.live_dir / "mtree.txt").read_text()
+
+    # the in-guest facts describe the stopped workload criu dumped
+    assert m["uname"] == kernels.get_kernel(kernel).release
+    procs = {p["pid"]: p for p in m["processes"]}
+    root = procs[m["root_pid"]]
+    assert root["pid"] >= 10000 and root["sid"] == root["pid"] == root["pgid"]
+    assert set(m["members"]) == golden_pids(rec.golden) | {root["pid"]} - {0} or set(m["members"]) >= {root["pid"]}
+    for pid in m["members"]:
+        assert procs[pid]["state"] == "T", f"member {pid} not stopped when dumped"
+        assert procs[pid]["pgid"] == root["pid"]
+    assert golden_pids(rec.golden) == set(m["members"])
+    for name in ("inventory.img", "pstree.img", f"core-{root['pid']}.img", f"mm-{root['pid']}.img", "files.img"):
+        assert (rec.golden / name).exists(), name
+    assert "criu_dump_rc=0" in m["criu"]
+
+    # the files the restore harness recreates are those the workload has open
+    files = {f["path"]: f for f in m["files"]}
+    log = files[f"/run/ovm/{workload}.log"]
+    stdout = next(fd for fd in m["member_details"][str(root["pid"])]["fds"] if fd["fd"] == 1)
+    assert stdout["target"] == log["path"] and stdout["pos"] == log["size"]
+    assert m["ready"].startswith("READY")
+
+
+@pytest.mark.parametrize("kernel,workload", CASES, ids=IDS)
+def test_golden_images_restore_and_pass_the_workload_check(recording, kernel, workload):
+    rec = recording(kernel, workload)
+    result = restore(rec, rec.golden, log=lambda m: None)
+    assert result.ok, f"{result.detail}\n{result.restore_log[-2000:]}"
+
+
+def run_corpus(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "corpus", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["record", "--kernel", "5.10", "--workload", "counter"], "unknown kernel '5.10'"),
+    (["record", "--kernel", "6.1", "--workload", "nosuch"], "unknown workload 'nosuch'"),
+])
+def test_unknown_kernel_or_workload_is_a_one_line_error(args, message):
+    result = run_corpus(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def qemu_processes_using(path: Path) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(path) in line]
+
+
+def test_guest_that_fails_to_boot_reports_its_serial_log_and_leaves_no_qemu(tmp_path):
+    kernel = kernels.unpack(kernels.get_kernel("6.1"))
+    bogus = tmp_path / "not-an-initramfs.gz"
+    bogus.write_bytes(b"this is no cpio archive")
+    jobs.blank_output_disk(tmp_path / "d.img", 1)
+    with pytest.raises(GuestError) as err:
+        with Guest(tmp_path, kernel.vmlinuz, bogus, 256, [tmp_path / "d.img"]) as guest:
+            guest.expect("READY", 120, "booting a guest with no init")
+    assert "QEMU exited" in str(err.value) or "timed out" in str(err.value)
+    assert "Kernel panic" in err.value.log_tail
+    assert qemu_processes_using(tmp_path) == []
+
+
+def test_guest_job_timeout_is_an_error_and_qemu_is_ended(tmp_path):
+    kernel = kernels.unpack(kernels.get_kernel("6.1"))
+    image = initramfs.build(kernel)
+    jobs.write_input_disk(tmp_path / "in.img", {"job.sh": b"sleep 600\n"})
+    with pytest.raises(GuestError, match="timed out after 20 s waiting for nothing"):
+        with Guest(tmp_path, kernel.vmlinuz, image, 256, [tmp_path / "in.img"]) as guest:
+            guest.expect("NEVER", 20, "waiting for nothing")
+    assert qemu_processes_using(tmp_path) == []
