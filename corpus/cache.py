@@ -7,10 +7,13 @@ next run discards, so readers never see half a recording.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 CORPUS_DIR = Path(__file__).resolve().parent
 
@@ -54,3 +57,13 @@ def begin(path: Path) -> Path:
 def finish(path: Path) -> Path:
     (path / ".complete").write_text("")
     return path
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for producing `path`, so concurrent recorders (parallel test
+    sessions, a developer and CI) wait for each other instead of clobbering one entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

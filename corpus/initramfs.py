@@ -96,8 +96,13 @@ def add_host_path(archive: cpio.NewcArchive, path: str, dest: str | None = None)
 def build(kernel: UnpackedKernel) -> Path:
     """The initramfs for this kernel and the current workloads, built once per cache key."""
     path = cache.entry("initramfs", kernel.kernel.name, build_key(kernel))
-    if cache.is_complete(path):
-        return path / "initramfs.cpio.gz"
+    with cache.locked(path):
+        if not cache.is_complete(path):
+            _build_into(kernel, path)
+    return path / "initramfs.cpio.gz"
+
+
+def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     cache.begin(path)
     binaries = compile_workloads(path / "bin")
 
@@ -128,4 +133,3 @@ def build(kernel: UnpackedKernel) -> Path:
         out.write(gzip.compress(archive.getvalue(), compresslevel=1, mtime=0))
     shutil.rmtree(path / "bin")
     cache.finish(path)
-    return path / "initramfs.cpio.gz"

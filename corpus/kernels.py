@@ -99,6 +99,11 @@ class UnpackedKernel:
 def unpack(kernel: Kernel) -> UnpackedKernel:
     """Fetch the pinned kernel package (apt-get download) and unpack it, once per cache."""
     path = cache.entry("kernels", kernel.name, kernel.key)
+    with cache.locked(path):
+        return _unpack_locked(kernel, path)
+
+
+def _unpack_locked(kernel: Kernel, path: Path) -> UnpackedKernel:
     if cache.is_complete(path):
         return UnpackedKernel(kernel, path / "root")
     cache.begin(path)

@@ -65,8 +65,14 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print)
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
     path = cache.entry("recordings", f"{kernel_name}-{workload.name}", recording_key(kernel, workload))
-    if cache.is_complete(path) and not force:
-        return Recording(path)
+    with cache.locked(path):
+        if cache.is_complete(path) and not force:
+            return Recording(path)
+        return _record_into(path, kernel_name, kernel, image, workload, log)
+
+
+def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, image: Path,
+                 workload: Workload, log) -> Recording:
     cache.begin(path)
     log(f"recording {workload.name} on {kernel_name} in {path}")
     timings: dict[str, float] = {}

@@ -51,7 +51,6 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     # what a live reader needs
     assert (rec.live_dir / "guest-ram").stat().st_size == ram
     registers = (rec.live_dir / "registers.txt").read_text()
-    assert len(re.findall(r"^CR3=", registers, re.M)) == 0 or True
     assert len(re.findall(r"CR3=[0-9a-f]{16}", registers)) == 2  # one per vCPU (-smp 2)
     assert "ram0" in (rec.live_dir / "mtree.txt").read_text()
 
@@ -60,12 +59,12 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     procs = {p["pid"]: p for p in m["processes"]}
     root = procs[m["root_pid"]]
     assert root["pid"] >= 10000 and root["sid"] == root["pid"] == root["pgid"]
-    assert set(m["members"]) == golden_pids(rec.golden) | {root["pid"]} - {0} or set(m["members"]) >= {root["pid"]}
     for pid in m["members"]:
         assert procs[pid]["state"] == "T", f"member {pid} not stopped when dumped"
         assert procs[pid]["pgid"] == root["pid"]
-    assert golden_pids(rec.golden) == set(m["members"])
-    for name in ("inventory.img", "pstree.img", f"core-{root['pid']}.img", f"mm-{root['pid']}.img", "files.img"):
+    # criu names images by the pid seen inside the dumped tree's PID namespace
+    assert golden_pids(rec.golden) == {procs[pid]["nspid"][-1] for pid in m["members"]}
+    for name in ("inventory.img", "pstree.img", f"core-{root['nspid'][-1]}.img", f"mm-{root['nspid'][-1]}.img", "files.img"):
         assert (rec.golden / name).exists(), name
     assert "criu_dump_rc=0" in m["criu"]
 
