@@ -1,0 +1,521 @@
+"""CRIU 3.17 image files: framing, the table of image kinds, reading and writing.
+
+An image is ``[COMMON or SERVICE magic] image-magic {u32 length, message, [raw payload]}``;
+``inventory.img`` has its own magic only; ``pages-N.img`` and a few network/tmpfs dumps
+are raw files without any header. Every kind of image is one row of ``KINDS`` below, so
+callers never deal with magics or framing:
+
+    from ovm_offline.criu import images, pb
+    core = pb.criu_task_pb2.core_entry(mtype=pb.criu_task_pb2.core_entry.X86_64, ...)
+    images.write_image(out / images.CORE.filename(pid), images.CORE, [core])
+    kind, entries, payloads = images.read_image(out / "core-10000.img")
+
+Writers are deterministic (same messages -> same bytes). Every malformed input raises
+``ImageError`` with a one-line message naming the file and entry.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from google.protobuf.message import DecodeError, EncodeError, Message
+
+from ovm_offline.errors import OvmError
+
+from .pb import criu_files_pb2 as files_pb
+from .pb import criu_mm_pb2 as mm_pb
+from .pb import criu_net_pb2 as net_pb
+from .pb import criu_ns_pb2 as ns_pb
+from .pb import criu_task_pb2 as task_pb
+
+COMMON_MAGIC = 0x54564319  # precedes the magic of every ordinary image
+SERVICE_MAGIC = 0x55105940  # precedes stats-* and irmap-cache
+PAGE_SIZE = 4096
+
+# pagemap_entry.flags
+PE_PARENT = 1
+PE_LAZY = 2
+PE_PRESENT = 4
+
+_U32 = struct.Struct("<I")
+
+
+class ImageError(OvmError):
+    """A CRIU image is truncated, corrupt, of an unknown kind, or cannot be encoded."""
+
+    exit_code = 6
+
+
+@dataclass(frozen=True)
+class ImageKind:
+    """How one kind of image file is laid out.
+
+    name: short name, also the root of field paths in show/diff ("core", "mm").
+    crit_name: the magic's name as crit prints it ("CORE").
+    magic: the per-image magic, None for raw files.
+    message: class of the entries (None for raw files).
+    pattern: file name, "{id}" standing for a pid or object id.
+    single: exactly one entry (core, mm, ...) rather than a list (fdinfo, files, ...).
+    head: class of a different first entry (pagemap_head), which counts as entries[0].
+    payload_fields: entry fields whose sum is the length of raw data following the entry.
+    prefix: COMMON_MAGIC, SERVICE_MAGIC or None (inventory: its magic stands alone).
+    """
+
+    name: str
+    crit_name: str
+    magic: int | None
+    message: type[Message] | None
+    pattern: str
+    single: bool = False
+    head: type[Message] | None = None
+    payload_fields: tuple[str, ...] = ()
+    prefix: int | None = COMMON_MAGIC
+
+    @property
+    def raw(self) -> bool:
+        """No header and no entries: the whole file is one payload (pages, ip dumps)."""
+        return self.magic is None
+
+    def filename(self, id: int | str | None = None) -> str:
+        if "{id}" in self.pattern:
+            if id is None:
+                raise ValueError(f"{self.name} image names need an id ({self.pattern})")
+            return self.pattern.format(id=id)
+        return self.pattern
+
+    def match(self, filename: str) -> str | None:
+        """The "{id}" part of filename if it is this kind's name ("" when it has no id)."""
+        m = _pattern_re(self.pattern).fullmatch(filename)
+        return None if m is None else m.groupdict().get("id", "")
+
+    def payload_size(self, entry: Message) -> int:
+        return sum(int(getattr(entry, f)) for f in self.payload_fields)
+
+
+def _pattern_re(pattern: str) -> re.Pattern[str]:
+    head, sep, tail = pattern.partition("{id}")
+    return re.compile(re.escape(head) + (r"(?P<id>[0-9]+)" if sep else "") + re.escape(tail))
+
+
+def _k(name: str, crit: str, magic: int | None, msg: type[Message] | None, pattern: str, **kw) -> ImageKind:
+    return ImageKind(name, crit, magic, msg, pattern, **kw)
+
+
+# Magics are CRIU's (criu/include/magic.h); crit_name is how crit's JSON names them.
+INVENTORY = _k("inventory", "INVENTORY", 0x58313116, task_pb.inventory_entry, "inventory.img", single=True, prefix=None)
+PSTREE = _k("pstree", "PSTREE", 0x50273030, task_pb.pstree_entry, "pstree.img")
+CORE = _k("core", "CORE", 0x55053847, task_pb.core_entry, "core-{id}.img", single=True)
+IDS = _k("ids", "IDS", 0x54432030, task_pb.task_kobj_ids_entry, "ids-{id}.img", single=True)
+MM = _k("mm", "MM", 0x57492820, mm_pb.mm_entry, "mm-{id}.img", single=True)
+PAGEMAP = _k("pagemap", "PAGEMAP", 0x56084025, mm_pb.pagemap_entry, "pagemap-{id}.img", head=mm_pb.pagemap_head)
+PAGES = _k("pages", "PAGES", None, None, "pages-{id}.img")
+FDINFO = _k("fdinfo", "FDINFO", 0x56213732, files_pb.fdinfo_entry, "fdinfo-{id}.img")
+FILES = _k("files", "FILES", 0x56303138, files_pb.file_entry, "files.img")
+FS = _k("fs", "FS", 0x51403912, files_pb.fs_entry, "fs-{id}.img", single=True)
+TTY_INFO = _k("tty-info", "TTY_INFO", 0x59453036, files_pb.tty_info_entry, "tty-info.img")
+TIMENS = _k("timens", "TIMENS", 0x43114433, ns_pb.timens_entry, "timens-{id}.img", single=True)
+CGROUP = _k("cgroup", "CGROUP", 0x59383330, ns_pb.cgroup_entry, "cgroup.img", single=True)
+SECCOMP = _k("seccomp", "SECCOMP", 0x64413049, task_pb.seccomp_entry, "seccomp.img", single=True)
+UTSNS = _k("utsns", "UTSNS", 0x54473203, ns_pb.utsns_entry, "utsns-{id}.img", single=True)
+IPCNS_VAR = _k("ipcns-var", "IPC_VAR", 0x53115007, ns_pb.ipc_var_entry, "ipcns-var-{id}.img", single=True)
+MOUNTPOINTS = _k("mountpoints", "MNTS", 0x55563928, ns_pb.mnt_entry, "mountpoints-{id}.img")
+NETNS = _k("netns", "NETNS", 0x55933752, net_pb.netns_entry, "netns-{id}.img", single=True)
+PIPES_DATA = _k("pipes-data", "PIPES_DATA", 0x56453709, files_pb.pipe_data_entry, "pipes-data.img", payload_fields=("bytes",))
+FIFO_DATA = _k("fifo-data", "FIFO_DATA", 0x59333054, files_pb.pipe_data_entry, "fifo-data.img", payload_fields=("bytes",))
+SK_QUEUES = _k("sk-queues", "SK_QUEUES", 0x56264026, net_pb.sk_packet_entry, "sk-queues.img", payload_fields=("length",))
+TCP_STREAM = _k(
+    "tcp-stream", "TCP_STREAM", 0x51465506, net_pb.tcp_stream_entry, "tcp-stream-{id}.img",
+    single=True, payload_fields=("inq_len", "outq_len"),
+)  # fmt: skip
+STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", single=True, prefix=SERVICE_MAGIC)
+
+KINDS: tuple[ImageKind, ...] = (
+    INVENTORY, PSTREE, CORE, IDS, MM, PAGEMAP, PAGES, FDINFO, FILES, FS, TTY_INFO, TIMENS, CGROUP,
+    SECCOMP, UTSNS, IPCNS_VAR, MOUNTPOINTS, NETNS, PIPES_DATA, FIFO_DATA, SK_QUEUES, TCP_STREAM, STATS,
+    # Images CRIU 3.17 reads but no longer writes by default (their entries moved into core and
+    # files.img), and the rarer ones; listed so that any image in a directory decodes.
+    _k("creds", "CREDS", 0x54023547, task_pb.creds_entry, "creds-{id}.img", single=True),
+    _k("vmas", "VMAS", 0x54123737, mm_pb.vma_entry, "vmas-{id}.img"),
+    _k("reg-files", "REG_FILES", 0x50363636, files_pb.reg_file_entry, "reg-files.img"),
+    _k("tty-files", "TTY_FILES", 0x59433025, files_pb.tty_file_entry, "tty-files.img"),
+    _k("tty-data", "TTY_DATA", 0x59413026, files_pb.tty_data_entry, "tty-data.img"),
+    _k("pipes", "PIPES", 0x56513555, files_pb.pipe_entry, "pipes.img"),
+    _k("fifo", "FIFO", 0x58364939, files_pb.fifo_entry, "fifo.img"),
+    _k("unixsk", "UNIXSK", 0x54373943, net_pb.unix_sk_entry, "unixsk.img"),
+    _k("inetsk", "INETSK", 0x56443851, net_pb.inet_sk_entry, "inetsk.img"),
+    _k("packetsk", "PACKETSK", 0x60454618, net_pb.packet_sock_entry, "packetsk.img"),
+    _k("netlinksk", "NETLINK_SK", 0x58005614, net_pb.netlink_sk_entry, "netlinksk.img"),
+    _k("eventfd", "EVENTFD_FILE", 0x44523722, files_pb.eventfd_file_entry, "eventfd.img"),
+    _k("eventpoll", "EVENTPOLL_FILE", 0x45023858, files_pb.eventpoll_file_entry, "eventpoll.img"),
+    _k("eventpoll-tfd", "EVENTPOLL_TFD", 0x44433746, files_pb.eventpoll_tfd_entry, "eventpoll-tfd.img"),
+    _k("signalfd", "SIGNALFD", 0x57323820, files_pb.signalfd_entry, "signalfd.img"),
+    _k("timerfd", "TIMERFD", 0x50493712, files_pb.timerfd_entry, "timerfd.img"),
+    _k("inotify", "INOTIFY_FILE", 0x48424431, files_pb.inotify_file_entry, "inotify.img"),
+    _k("inotify-wd", "INOTIFY_WD", 0x54562009, files_pb.inotify_wd_entry, "inotify-wd.img"),
+    _k("fanotify", "FANOTIFY_FILE", 0x55096122, files_pb.fanotify_file_entry, "fanotify.img"),
+    _k("fanotify-mark", "FANOTIFY_MARK", 0x56506035, files_pb.fanotify_mark_entry, "fanotify-mark.img"),
+    _k("ns-files", "NS_FILES", 0x61394011, files_pb.ns_file_entry, "ns-files.img"),
+    _k("tunfile", "TUNFILE", 0x57143751, files_pb.tunfile_entry, "tunfile.img"),
+    _k("ext-files", "EXT_FILES", 0x59255641, files_pb.ext_file_entry, "ext-files.img"),
+    _k("memfd", "MEMFD_INODE", 0x48453499, files_pb.memfd_inode_entry, "memfd.img"),
+    _k("file-locks", "FILE_LOCKS", 0x54323616, files_pb.file_lock_entry, "filelocks.img"),
+    _k("remap-fpath", "REMAP_FPATH", 0x59133954, files_pb.remap_file_path_entry, "remap-fpath.img"),
+    _k("sigacts", "SIGACT", 0x55344201, task_pb.sa_entry, "sigacts-{id}.img"),
+    _k("itimers", "ITIMERS", 0x57464056, task_pb.itimer_entry, "itimers-{id}.img"),
+    _k("posix-timers", "POSIX_TIMERS", 0x52603957, task_pb.posix_timer_entry, "posix-timers-{id}.img"),
+    _k("rlimit", "RLIMIT", 0x57113925, task_pb.rlimit_entry, "rlimit-{id}.img"),
+    _k("signal", "SIGNAL", 0x59255647, task_pb.siginfo_entry, "signal-p-{id}.img"),
+    _k("userns", "USERNS", 0x55474906, ns_pb.userns_entry, "userns-{id}.img", single=True),
+    _k("pidns", "PIDNS", 0x61157326, ns_pb.pidns_entry, "pidns-{id}.img", single=True),
+    _k("irmap-cache", "IRMAP_CACHE", 0x57004059, files_pb.irmap_cache_entry, "irmap-cache", prefix=SERVICE_MAGIC),
+    # Raw files: the output of ip/iptables/nft/tar, kept opaque.
+    _k("ifaddr", "IFADDR", None, None, "ifaddr-{id}.img"),
+    _k("route", "ROUTE", None, None, "route-{id}.img"),
+    _k("route6", "ROUTE6", None, None, "route6-{id}.img"),
+    _k("rule", "RULE", None, None, "rule-{id}.img"),
+    _k("iptables", "IPTABLES", None, None, "iptables-{id}.img"),
+    _k("ip6tables", "IP6TABLES", None, None, "ip6tables-{id}.img"),
+    _k("nftables", "NFTABLES", None, None, "nftables-{id}.img"),
+    _k("tmpfs-dev", "TMPFS_DEV", None, None, "tmpfs-dev-{id}.tar.gz.img"),
+)  # fmt: skip
+
+KINDS_BY_NAME: dict[str, ImageKind] = {k.name: k for k in KINDS}
+KINDS_BY_MAGIC: dict[int, ImageKind] = {k.magic: k for k in KINDS if k.magic is not None}
+assert len(KINDS_BY_NAME) == len(KINDS) and len(KINDS_BY_MAGIC) == sum(not k.raw for k in KINDS)
+
+# Files an image directory may hold that are not images (criu's logs).
+NOT_IMAGES = re.compile(r".*\.log|.*\.json|.*\.txt")
+
+
+class Image(NamedTuple):
+    """A decoded image: entries in file order, and the raw data after each entry
+    (b"" for kinds without payload). Raw kinds have no entries and one payload."""
+
+    kind: ImageKind
+    entries: list[Message]
+    payloads: list[bytes]
+
+
+def kind_for_filename(filename: str) -> ImageKind | None:
+    """The kind whose file-name pattern matches, for raw files and for naming checks."""
+    for k in KINDS:
+        if k.match(filename) is not None:
+            return k
+    if filename == "stats-restore":
+        return STATS
+    return None
+
+
+# ---- decoding ----------------------------------------------------------------------
+
+
+def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
+    """Decode one image file's bytes; the kind comes from the magic (raw kinds from name)."""
+    by_name = kind_for_filename(os.path.basename(name))
+    if by_name is not None and by_name.raw:
+        return Image(by_name, [], [bytes(data)])
+    view = memoryview(data)
+    if len(view) < 4:
+        raise ImageError(f"{name}: {len(view)} bytes, too short for an image magic")
+    (magic,) = _U32.unpack_from(view, 0)
+    off = 4
+    prefix: int | None = None
+    if magic in (COMMON_MAGIC, SERVICE_MAGIC):
+        if len(view) < 8:
+            raise ImageError(f"{name}: truncated after the common magic")
+        prefix, (magic,) = magic, _U32.unpack_from(view, 4)
+        off = 8
+    kind = KINDS_BY_MAGIC.get(magic)
+    if kind is None:
+        raise ImageError(f"{name}: unknown image magic 0x{magic:08x}")
+    if prefix != kind.prefix:
+        want = "none" if kind.prefix is None else f"0x{kind.prefix:08x}"
+        have = "none" if prefix is None else f"0x{prefix:08x}"
+        raise ImageError(f"{name}: {kind.name} image with leading magic {have}, expected {want}")
+    entries: list[Message] = []
+    payloads: list[bytes] = []
+    while off < len(view):
+        idx = len(entries)
+        if len(view) - off < 4:
+            raise ImageError(f"{name}: entry {idx}: truncated length field")
+        (size,) = _U32.unpack_from(view, off)
+        off += 4
+        if size > len(view) - off:
+            raise ImageError(f"{name}: entry {idx}: length {size} exceeds the {len(view) - off} bytes left")
+        cls = kind.head if (kind.head is not None and idx == 0) else kind.message
+        assert cls is not None
+        msg = cls()
+        try:
+            msg.ParseFromString(view[off : off + size].tobytes())
+        except (DecodeError, RecursionError, ValueError) as e:
+            raise ImageError(f"{name}: entry {idx}: bad {cls.DESCRIPTOR.name}: {_one_line(e)}") from None
+        missing = msg.FindInitializationErrors()
+        if missing:  # protobuf-c, and so criu, rejects these too
+            raise ImageError(f"{name}: entry {idx}: {cls.DESCRIPTOR.name} lacks required {', '.join(missing)}")
+        off += size
+        payload = b""
+        if kind.payload_fields and cls is kind.message:
+            n = kind.payload_size(msg)
+            if n > len(view) - off:
+                raise ImageError(f"{name}: entry {idx}: {n} payload bytes announced, {len(view) - off} left")
+            payload = view[off : off + n].tobytes()
+            off += n
+        entries.append(msg)
+        payloads.append(payload)
+    _check_count(kind, entries, name)
+    return Image(kind, entries, payloads)
+
+
+def read_image(path: str | os.PathLike[str]) -> Image:
+    """Read and decode one image file; raises ImageError for anything malformed."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ImageError(f"{p}: cannot read: {e.strerror or e}") from None
+    return decode_image(data, str(p))
+
+
+def _check_count(kind: ImageKind, entries: Sequence[Message], name: str) -> None:
+    if kind.single and len(entries) != 1:
+        raise ImageError(f"{name}: {kind.name} image must hold exactly one entry, found {len(entries)}")
+    if kind.head is not None and not entries:
+        raise ImageError(f"{name}: {kind.name} image lacks its {kind.head.DESCRIPTOR.name}")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+# ---- encoding ----------------------------------------------------------------------
+
+
+def encode_image(kind: ImageKind, entries: Sequence[Message], payloads: Sequence[bytes] | None = None) -> bytes:
+    """The bytes of an image of `kind` (raw kinds: the concatenated payloads)."""
+    if kind.raw:
+        if entries:
+            raise ImageError(f"{kind.name}: raw image kind takes payloads, not entries")
+        return b"".join(bytes(p) for p in payloads or ())
+    name = kind.filename("N") if "{id}" in kind.pattern else kind.pattern
+    _check_count(kind, entries, name)
+    if kind.payload_fields:
+        if payloads is not None and len(payloads) != len(entries):
+            raise ImageError(f"{name}: {len(entries)} entries but {len(payloads)} payloads")
+    elif payloads is not None and any(payloads):
+        raise ImageError(f"{name}: {kind.name} entries carry no payload")
+    out = io.BytesIO()
+    if kind.prefix is not None:
+        out.write(_U32.pack(kind.prefix))
+    assert kind.magic is not None
+    out.write(_U32.pack(kind.magic))
+    for idx, msg in enumerate(entries):
+        cls = kind.head if (kind.head is not None and idx == 0) else kind.message
+        assert cls is not None
+        if msg.DESCRIPTOR.full_name != cls.DESCRIPTOR.full_name:
+            raise ImageError(
+                f"{name}: entry {idx} is a {msg.DESCRIPTOR.full_name}, expected {cls.DESCRIPTOR.full_name}"
+            )
+        missing = msg.FindInitializationErrors()
+        if missing:
+            raise ImageError(f"{name}: entry {idx}: required field(s) not set: {', '.join(missing)}")
+        try:
+            body = msg.SerializeToString(deterministic=True)
+        except EncodeError as e:  # pragma: no cover - FindInitializationErrors catches it first
+            raise ImageError(f"{name}: entry {idx}: {_one_line(e)}") from None
+        out.write(_U32.pack(len(body)))
+        out.write(body)
+        if kind.payload_fields and cls is kind.message:
+            payload = bytes(payloads[idx]) if payloads is not None else b""
+            want = kind.payload_size(msg)
+            if len(payload) != want:
+                raise ImageError(f"{name}: entry {idx}: payload is {len(payload)} bytes, the entry says {want}")
+            out.write(payload)
+    return out.getvalue()
+
+
+def write_image(
+    dest: str | os.PathLike[str] | BinaryIO,
+    kind: ImageKind,
+    entries: Sequence[Message],
+    payloads: Sequence[bytes] | None = None,
+) -> int:
+    """Encode and write one image; returns the number of bytes written.
+
+    For PAGEMAP, entries[0] is the pagemap_head. For kinds with payload_fields, payloads[i]
+    is the raw data following entries[i]. For raw kinds (PAGES), pass entries=[] and the
+    data as payloads (any number of chunks; they are concatenated).
+    """
+    data = encode_image(kind, entries, payloads)
+    if isinstance(dest, (str, os.PathLike)):
+        try:
+            Path(dest).write_bytes(data)
+        except OSError as e:
+            raise ImageError(f"{dest}: cannot write: {e.strerror or e}") from None
+    else:
+        dest.write(data)
+    return len(data)
+
+
+# ---- image directories ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a task's dumped memory."""
+
+    vaddr: int
+    flags: int  # pagemap flags of its run (PE_*); PE_PRESENT when the data is in the pages image
+    data: bytes | None  # None when the page is not in pages-N.img (PE_PARENT / PE_LAZY only)
+
+
+def page_present(entry: Message) -> bool:
+    """Whether a pagemap run's data is in pages-N.img (entries without flags predate them)."""
+    if entry.HasField("flags"):
+        return bool(entry.flags & PE_PRESENT)
+    return not entry.in_parent
+
+
+class ImageDir:
+    """All images of one dump directory, decoded on first use.
+
+    Files that are not images (dump.log, restore.log) are left out; raw files (pages-N.img)
+    are listed by `names()` but read page by page through `pages()`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._cache: dict[str, Image] = {}
+        if not self.path.is_dir():
+            raise ImageError(f"{self.path}: not a directory")
+
+    def __repr__(self) -> str:
+        return f"ImageDir({str(self.path)!r})"
+
+    def names(self) -> list[str]:
+        """Image file names, sorted."""
+        return sorted(
+            p.name
+            for p in self.path.iterdir()
+            if p.is_file() and not NOT_IMAGES.fullmatch(p.name)
+            and (p.name.endswith(".img") or kind_for_filename(p.name) is not None)
+        )  # fmt: skip
+
+    def load(self, name: str) -> Image:
+        if name not in self._cache:
+            self._cache[name] = read_image(self.path / name)
+        return self._cache[name]
+
+    def load_all(self) -> dict[str, Image]:
+        """name -> decoded image for every image except the raw ones (pages-N.img, ...)."""
+        return {n: self.load(n) for n in self.names() if not self.kind_of(n).raw}
+
+    def kind_of(self, name: str) -> ImageKind:
+        """The kind of a file, from its name if raw, else from its magic."""
+        k = kind_for_filename(name)
+        if k is not None and k.raw:
+            return k
+        return self.load(name).kind
+
+    def find(self, kind: ImageKind) -> dict[str, Image]:
+        """name -> image for every non-raw file of this kind (by magic)."""
+        return {n: self.load(n) for n in self.names() if self.kind_of(n) is kind and not kind.raw}
+
+    def get(self, kind: ImageKind, id: int | str | None = None) -> Image | None:
+        """The image named kind.filename(id), or None if the directory has no such file."""
+        name = kind.filename(id)
+        return self.load(name) if (self.path / name).is_file() else None
+
+    def entry(self, kind: ImageKind, id: int | str | None = None) -> Message | None:
+        """The single entry of a single-entry image, or None if absent."""
+        img = self.get(kind, id)
+        return None if img is None else img.entries[0]
+
+    def pids(self) -> list[int]:
+        """Pids of all tasks in pstree order."""
+        img = self.get(PSTREE)
+        return [] if img is None else [e.pid for e in img.entries]
+
+    def pages(self, pid: int) -> Iterator[Page]:
+        """Every page the pagemap of `pid` lists, in pagemap order, with its data."""
+        pm = self.get(PAGEMAP, pid)
+        if pm is None:
+            return
+        head, runs = pm.entries[0], pm.entries[1:]
+        pages_name = PAGES.filename(head.pages_id)
+        pages_path = self.path / pages_name
+        need = sum(e.nr_pages for e in runs if page_present(e)) * PAGE_SIZE
+        with _map_file(pages_path, need) as data:
+            if len(data) < need:
+                raise ImageError(f"{pages_path}: {len(data)} bytes, pagemap-{pid}.img needs {need}")
+            off = 0
+            for run in runs:
+                present = page_present(run)
+                flags = run.flags if run.HasField("flags") else (PE_PARENT if run.in_parent else PE_PRESENT)
+                for i in range(run.nr_pages):
+                    chunk = None
+                    if present:
+                        chunk = bytes(data[off : off + PAGE_SIZE])
+                        off += PAGE_SIZE
+                    yield Page(run.vaddr + i * PAGE_SIZE, flags, chunk)
+
+
+class _map_file:
+    """Memory-map a pages file read-only; an empty or (if nothing is needed) missing file maps
+    to b"". The view is released before the map is closed, so no BufferError on exit."""
+
+    def __init__(self, path: Path, need: int):
+        self.path, self.need = path, need
+        self._f: BinaryIO | None = None
+        self._m: mmap.mmap | None = None
+        self._v: memoryview | None = None
+
+    def __enter__(self) -> memoryview | bytes:
+        if self.need == 0 and not self.path.exists():
+            return b""
+        try:
+            self._f = open(self.path, "rb")
+            if os.fstat(self._f.fileno()).st_size == 0:
+                return b""
+            self._m = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            self.__exit__()
+            raise ImageError(f"{self.path}: cannot read: {e.strerror or e}") from None
+        self._v = memoryview(self._m)
+        return self._v
+
+    def __exit__(self, *exc: object) -> None:
+        if self._v is not None:
+            self._v.release()
+        if self._m is not None:
+            self._m.close()
+        if self._f is not None:
+            self._f.close()
+
+
+def write_pages(dest: str | os.PathLike[str] | BinaryIO, chunks: Iterable[bytes]) -> int:
+    """Stream page data into a pages-N.img without building it in memory; returns its size."""
+    if not isinstance(dest, (str, os.PathLike)):
+        return _copy_pages(dest, chunks)
+    try:
+        with open(dest, "wb") as f:
+            return _copy_pages(f, chunks)
+    except OSError as e:
+        raise ImageError(f"{dest}: cannot write: {e.strerror or e}") from None
+
+
+def _copy_pages(f: BinaryIO, chunks: Iterable[bytes]) -> int:
+    total = 0
+    for c in chunks:
+        if len(c) % PAGE_SIZE:
+            raise ImageError(f"pages data chunk of {len(c)} bytes is not a multiple of {PAGE_SIZE}")
+        f.write(c)
+        total += len(c)
+    return total

@@ -1,0 +1,264 @@
+"""diff of image directories: golden dumps equal themselves; a changed register, page byte,
+missing image or extra fd is found; consistent renumbering of arbitrary ids and different
+pagemap splits are not differences; ignore rules work as documented."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ovm_offline.criu import diff, images, pb, show
+from ovm_offline.criu.diff import IgnoreRule
+
+ROOT = Path(__file__).resolve().parents[1]
+mm_pb, files_pb = pb.criu_mm_pb2, pb.criu_files_pb2
+
+
+def golden_dirs() -> list[Path]:
+    # TODO(lead): switch to the `recording` fixture of tests/conftest.py.
+    return sorted(p for p in (ROOT / "corpus/cache/recordings").glob("*/golden") if any(p.glob("*.img")))
+
+
+GOLDEN = golden_dirs()
+needs_golden = pytest.mark.skipif(not GOLDEN, reason="no golden images recorded under corpus/cache/recordings")
+
+
+def small_golden(*prefer: str) -> Path:
+    """A golden dir of one of the preferred workloads (first found), else the smallest one."""
+    for w in prefer:
+        for g in GOLDEN:
+            if g.parent.name.split("-", 1)[1].startswith(w + "-"):
+                return g
+    return min(GOLDEN, key=lambda g: sum(f.stat().st_size for f in g.iterdir()))
+
+
+@pytest.fixture
+def copy(tmp_path):
+    def make(src: Path) -> Path:
+        dst = tmp_path / "ours"
+        shutil.copytree(src, dst)
+        return dst
+
+    return make
+
+
+def rewrite(d: Path, name: str, change) -> None:
+    img = images.read_image(d / name)
+    change(img.entries)
+    images.write_image(d / name, img.kind, img.entries, img.payloads)
+
+
+def only(res: diff.DiffResult) -> diff.Difference:
+    assert len(res.differences) == 1, res.report()
+    return res.differences[0]
+
+
+@needs_golden
+@pytest.mark.parametrize("golden", GOLDEN, ids=[g.parent.name for g in GOLDEN])
+def test_golden_equals_itself(golden):
+    res = diff.diff_dirs(golden, golden)
+    assert res.same and not res.ignored and res.exit_status == 0, res.report()
+
+
+@needs_golden
+def test_changed_register_is_reported(copy):
+    src = small_golden("counter")
+    ours = copy(src)
+    pid = images.ImageDir(src).pids()[0]
+    rewrite(ours, f"core-{pid}.img", lambda es: setattr(es[0].thread_info.gpregs, "ip", es[0].thread_info.gpregs.ip + 2))
+    d = only(diff.diff_dirs(ours, src))
+    assert (d.image, d.entry, d.path) == (f"core-{pid}.img", "", "core.thread_info.gpregs.ip")
+    assert int(d.ours, 16) == int(d.theirs, 16) + 2
+    assert "core.thread_info.gpregs.ip" in diff.diff_dirs(ours, src).report()
+
+
+@needs_golden
+def test_changed_page_byte_is_reported(copy):
+    src = small_golden("counter")
+    ours = copy(src)
+    idir = images.ImageDir(src)
+    pid = idir.pids()[0]
+    pages = [p for p in idir.pages(pid) if p.data is not None]
+    target = pages[len(pages) // 2]
+    index = pages.index(target)
+    pages_file = ours / images.PAGES.filename(idir.get(images.PAGEMAP, pid).entries[0].pages_id)
+    data = bytearray(pages_file.read_bytes())
+    data[index * images.PAGE_SIZE + 0x123] ^= 0xFF
+    pages_file.write_bytes(data)
+    d = only(diff.diff_dirs(ours, src))
+    assert (d.image, d.entry, d.path) == (f"pagemap-{pid}.img", f"0x{target.vaddr:x}", "pagemap.pages.data")
+    assert d.ours.startswith("+0x123:") and d.theirs.startswith("+0x123:")
+
+
+@needs_golden
+def test_missing_and_extra_images_are_reported(copy):
+    src = small_golden("counter")
+    ours = copy(src)
+    pid = images.ImageDir(src).pids()[0]
+    (ours / f"fs-{pid}.img").unlink()
+    d = only(diff.diff_dirs(ours, src))
+    assert (d.image, d.path, d.ours, d.theirs) == (f"fs-{pid}.img", "fs", diff.ABSENT, "present")
+    d = only(diff.diff_dirs(src, ours))
+    assert (d.ours, d.theirs) == ("present", diff.ABSENT)
+
+
+@needs_golden
+def test_extra_fd_is_reported(copy):
+    src = small_golden("counter")
+    ours = copy(src)
+    idir = images.ImageDir(src)
+    pid = idir.pids()[0]
+    files_id = idir.entry(images.IDS, pid).files_id
+    fdinfo = f"fdinfo-{files_id}.img"
+
+    def add_fd(entries):
+        entries.append(files_pb.fdinfo_entry(id=entries[0].id, flags=1, type=entries[0].type, fd=77))
+
+    rewrite(ours, fdinfo, add_fd)
+    d = only(diff.diff_dirs(ours, src))
+    assert d.image == f"fdinfo-<files@{pid}>.img" and d.entry == "fd=77" and d.path == "fdinfo"
+    assert d.theirs == diff.ABSENT and '"fd": 77' in d.ours
+
+
+@needs_golden
+@pytest.mark.parametrize("workload", ["pipetree", "filemap", "container", "ptyprog", "counter"])
+def test_renumbered_ids_are_no_difference(copy, workload):
+    src = small_golden(workload)
+    ours = copy(src)
+    idir = images.ImageDir(src)
+    old_ids = sorted(e.id for e in idir.get(images.FILES).entries)
+    new = {old: 1000 + 7 * i for i, old in enumerate(reversed(old_ids))}  # reversed: order changes too
+
+    def files(entries):
+        for e in entries:
+            e.id = new[e.id]
+            for f, sub in e.ListFields():
+                if f.message_type is not None and hasattr(sub, "id"):
+                    sub.id = e.id
+                    if f.name in ("tty", "fifo") and sub.HasField("regf_id"):
+                        sub.regf_id = new[sub.regf_id]
+        entries.reverse()
+
+    rewrite(ours, images.FILES.filename(), files)
+    old_files_ids = {}
+    for pid in idir.pids():
+        ids = idir.entry(images.IDS, pid)
+        if ids is None:
+            continue
+        rewrite(ours, f"mm-{pid}.img", lambda es: _renumber_mm(es[0], new))
+        rewrite(ours, f"fs-{pid}.img", lambda es: (setattr(es[0], "cwd_id", new[es[0].cwd_id]),
+                                                     setattr(es[0], "root_id", new[es[0].root_id])))  # fmt: skip
+        old_files_ids.setdefault(ids.files_id, 500 + ids.files_id)
+    # kcmp-style ids: renumber files_id, which also renames fdinfo-<files_id>.img
+    for old, newer in old_files_ids.items():
+        fdinfo = images.read_image(ours / f"fdinfo-{old}.img")
+        for e in fdinfo.entries:
+            e.id = new[e.id]
+        (ours / f"fdinfo-{old}.img").unlink()
+        images.write_image(ours / f"fdinfo-{newer}.img", images.FDINFO, fdinfo.entries)
+    for pid in idir.pids():
+        if idir.entry(images.IDS, pid) is not None:
+            rewrite(ours, f"ids-{pid}.img", lambda es: setattr(es[0], "files_id", old_files_ids[es[0].files_id]))
+    res = diff.diff_dirs(ours, src)
+    assert res.same, res.report()
+    # ... but a file id pointing elsewhere is a difference
+    pid = idir.pids()[0]
+    exe = idir.entry(images.MM, pid).exe_file_id
+    names = [e.reg.name for e in idir.get(images.FILES).entries if e.HasField("reg")]
+    other = next(e.id for e in idir.get(images.FILES).entries
+                 if e.HasField("reg") and e.id != exe and names.count(e.reg.name) == 1)  # fmt: skip
+    rewrite(ours, f"mm-{pid}.img", lambda es: setattr(es[0], "exe_file_id", new[other]))
+    d = only(diff.diff_dirs(ours, src))
+    assert d.path == "mm.exe_file_id" and d.ours.startswith("REG:/") and d.ours != d.theirs
+
+
+def _renumber_mm(mm, new):
+    mm.exe_file_id = new[mm.exe_file_id]
+    for v in mm.vmas:
+        if v.status & diff.VMA_FILE_MAPPED:
+            v.shmid = new[v.shmid]
+
+
+@needs_golden
+def test_pagemap_split_and_pages_renumbering_are_no_difference(copy):
+    src = small_golden("counter")
+    ours = copy(src)
+    idir = images.ImageDir(src)
+    pid = idir.pids()[0]
+    pm = idir.get(images.PAGEMAP, pid)
+    head, runs = pm.entries[0], pm.entries[1:]
+    split = []
+    for r in runs:  # split every run into one-page runs
+        for i in range(r.nr_pages):
+            e = mm_pb.pagemap_entry()
+            e.CopyFrom(r)
+            e.vaddr, e.nr_pages = r.vaddr + i * images.PAGE_SIZE, 1
+            split.append(e)
+    new_head = mm_pb.pagemap_head(pages_id=head.pages_id + 40)
+    images.write_image(ours / f"pagemap-{pid}.img", images.PAGEMAP, [new_head, *split])
+    (ours / f"pages-{head.pages_id}.img").rename(ours / f"pages-{new_head.pages_id}.img")
+    res = diff.diff_dirs(ours, src)
+    assert res.same, res.report()
+    assert [d.path for d, _ in res.ignored] == ["pagemap.head.pages_id"]
+
+
+@needs_golden
+def test_ignore_rules_apply_and_can_be_replaced(copy):
+    src = small_golden("counter")
+    ours = copy(src)
+    pid = images.ImageDir(src).pids()[0]
+
+    def tick(es):
+        es[0].tc.timers.real.vusec += 1
+        es[0].tc.timers.real.isec += 1
+
+    rewrite(ours, f"core-{pid}.img", tick)
+    res = diff.diff_dirs(ours, src)
+    assert [d.path for d in res.differences] == ["core.tc.timers.real.isec"]
+    assert [(d.path, r.pattern) for d, r in res.ignored] == [("core.tc.timers.real.vusec", "core.tc.timers.*.vusec")]
+    res = diff.diff_dirs(ours, src, ignore=())
+    assert {d.path for d in res.differences} == {"core.tc.timers.real.isec", "core.tc.timers.real.vusec"}
+
+
+def test_ignore_rule_patterns():
+    r = IgnoreRule("core.tc.timers.*.vsec", "")
+    assert r.matches("core.tc.timers.real.vsec") and not r.matches("core.tc.timers.real.vsecs")
+    assert not r.matches("core.tc.timers.real.isec") and not r.matches("core.tc.timersx.real.vsec")
+    p = IgnoreRule("core.tc.timers.posix[*].vnsec", "")
+    assert p.matches("core.tc.timers.posix[3].vnsec") and not p.matches("core.tc.timers.posix.vnsec")
+    whole = IgnoreRule("timens", "")
+    assert whole.matches("timens") and whole.matches("timens.monotonic.tv_sec") and not whole.matches("timensx")
+    assert all(rule.reason for rule in diff.DEFAULT_IGNORES)
+
+
+@needs_golden
+def test_cli_exit_status(copy, capsys):
+    src = small_golden("counter")
+    assert diff.main([str(src), str(src)]) == 0
+    ours = copy(src)
+    (ours / "pstree.img").write_bytes(b"garbage!")
+    assert diff.main([str(ours), str(src)]) == 2
+    assert "pstree.img" in capsys.readouterr().err
+    pid = images.ImageDir(src).pids()[0]
+    (ours / "pstree.img").write_bytes((src / "pstree.img").read_bytes())
+    rewrite(ours, f"core-{pid}.img", lambda es: setattr(es[0].tc, "comm", "other"))
+    assert diff.main([str(ours), str(src)]) == 1
+    assert "core.tc.comm: ours 'other'" in capsys.readouterr().out
+
+
+@needs_golden
+def test_show_renders_every_golden_dir():
+    for g in GOLDEN:
+        text = show.show_dir(str(g))
+        assert "== pstree.img" in text and "dump.log" not in text
+        assert '"pages":' in text and '"sha256":' in text
+    assert show.main([str(GOLDEN[0]), "pstree.img"]) == 0
+
+
+def test_show_cli_error_is_one_line(tmp_path, capsys):
+    (tmp_path / "core-1.img").write_bytes(b"\x00" * 3)
+    assert show.main([str(tmp_path)]) == images.ImageError.exit_code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "core-1.img" in err
