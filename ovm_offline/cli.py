@@ -3,12 +3,16 @@ input reach the user as one line and a non-zero exit status."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import os
 import sys
 import traceback
 
 import click
 
+from . import sources
 from .errors import OvmError
 
 
@@ -16,6 +20,169 @@ from .errors import OvmError
 @click.version_option(package_name="ovm-offline")
 def cli() -> None:
     """Extract Linux processes from recorded or paused VM memory into CRIU images."""
+
+
+# --- sources ---------------------------------------------------------------------------------
+
+def source_options(f):
+    """SOURCE (a dump file or recorded live snapshot directory), or --live --qmp --mem."""
+    f = click.option("--mem", "mem", type=click.Path(), help="With --live: the guest's memory-backend-file.")(f)
+    f = click.option("--qmp", "qmp", type=click.Path(), help="With --live: the guest's QMP socket.")(f)
+    f = click.option("--live", is_flag=True, help="Read a running QEMU guest, paused while it is read.")(f)
+    f = click.option("--symbols", "symbol_dirs", multiple=True, type=click.Path(file_okay=False),
+                     help="Another directory of ISF files (searched before the bundled ones).")(f)
+    return click.argument("source", required=False, type=click.Path())(f)
+
+
+@contextlib.contextmanager
+def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | None):
+    if live:
+        if source or not (qmp and mem):
+            raise click.UsageError("--live takes --qmp SOCKET and --mem FILE instead of SOURCE")
+        src = sources.open_live(qmp, mem)
+        try:
+            yield src
+        finally:
+            src.close()
+            if src.we_paused:
+                click.echo(f"guest was paused for {src.paused_seconds:.2f} s and is running again", err=True)
+        return
+    if not source:
+        raise click.UsageError("give a dump file or recorded live directory as SOURCE, or --live --qmp --mem")
+    with sources.open_source(source) as src:
+        yield src
+
+
+# --- ps --------------------------------------------------------------------------------------
+
+PS_COLUMNS = ("PID", "PPID", "THR", "S", "NSPID", "CGROUP", "CONTAINER", "COMM")
+
+
+def _ps_row(p) -> tuple:
+    comm = f"[{p.comm}]" if p.kthread else p.comm
+    return (p.pid, p.ppid, p.nthreads, p.state, p.ns_pid, p.cgroup or "-", p.container or "-", comm)
+
+
+def _print_table(rows: list[tuple], header: tuple) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        click.echo("  ".join(str(v).ljust(w) if i == len(header) - 1 or isinstance(v, str) else str(v).rjust(w)
+                             for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+
+
+def _print_tree(procs) -> None:
+    by_pid = {p.pid: p for p in procs}
+    children: dict[int, list] = {}
+    for p in procs:
+        parent = p.ppid if p.ppid in by_pid and p.ppid != p.pid else 0
+        children.setdefault(parent, []).append(p)
+
+    def show(p, prefix: str, last: bool, depth: int) -> None:
+        branch = "" if depth == 0 else ("└─ " if last else "├─ ")
+        extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
+        extra += f" [{p.container}]" if p.container else ""
+        click.echo(f"{prefix}{branch}{p.pid} {p.comm} ({p.state}){extra}")
+        kids = sorted(children.get(p.pid, []), key=lambda c: c.pid)
+        for i, c in enumerate(kids):
+            show(c, prefix + ("" if depth == 0 else ("   " if last else "│  ")), i == len(kids) - 1, depth + 1)
+
+    for root in sorted(children.get(0, []), key=lambda c: c.pid):
+        show(root, "", True, 0)
+
+
+@cli.command()
+@source_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per process, for scripts.")
+@click.option("--tree", is_flag=True, help="Show the process tree.")
+@click.option("--no-kernel-threads", is_flag=True, help="Leave out kernel threads.")
+@click.option("--container", help="Only processes of this container (as the CONTAINER column shows it).")
+def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
+    """List the guest's processes: PID, PPID, threads, state, PID inside its namespace, cgroup,
+    container, command.
+
+    \b
+    ovm-offline ps guest.elf
+    ovm-offline ps guest.kdump-zlib --tree
+    ovm-offline ps --live --qmp /run/vm/qmp.sock --mem /dev/shm/vm-ram --json
+    """
+    from . import inventory
+
+    with opened_source(source, live, qmp, mem) as src:
+        prog = inventory.open_kernel(src, symbol_dirs)
+        procs = inventory.list_processes(prog)
+    if no_kernel_threads:
+        procs = [p for p in procs if not p.kthread]
+    if container:
+        procs = [p for p in procs if p.container == container]
+    if as_json:
+        for p in procs:
+            d = dataclasses.asdict(p)
+            d["task_address"] = f"0x{p.task_address:x}"
+            click.echo(json.dumps(d, sort_keys=True))
+    elif tree:
+        _print_tree(procs)
+    else:
+        _print_table([_ps_row(p) for p in procs], PS_COLUMNS)
+
+
+# --- convert, show, diff ---------------------------------------------------------------------
+
+@cli.command()
+@click.argument("kdump", type=click.Path())
+@click.argument("elf_out", type=click.Path())
+@click.option("--force", is_flag=True, help="Replace ELF_OUT if it exists.")
+def convert(kdump, elf_out, force) -> None:
+    """Convert a kdump-compressed dump (as QEMU writes it) to an ELF core that Volatility, drgn
+    and crash can open.
+
+    \b
+    ovm-offline convert guest.kdump-zlib guest.elf
+    """
+    from .sources.convert import kdump_to_elf
+
+    if os.path.exists(elf_out) and not force:
+        raise OvmError(f"{elf_out} exists; pass --force to replace it")
+    with sources.open_source(kdump) as src:
+        if not isinstance(src, sources.KdumpSource):
+            raise OvmError(f"{kdump} is a {src.format_name} file, not a kdump-compressed dump")
+        out = kdump_to_elf(src, elf_out)
+    click.echo(f"wrote {out} ({os.path.getsize(out) / 2**20:.1f} MiB)", err=True)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("names", nargs=-1)
+def show(directory, names) -> None:
+    """Print CRIU images readably (like `crit show`): every image of DIRECTORY, or just NAMES.
+
+    \b
+    ovm-offline show images/
+    ovm-offline show images/ core-10000.img mm-10000.img
+    """
+    from .criu.show import show_dir
+
+    click.echo(show_dir(directory, list(names) or None))
+
+
+@cli.command()
+@click.argument("ours", type=click.Path(exists=True, file_okay=False))
+@click.argument("theirs", type=click.Path(exists=True, file_okay=False))
+@click.option("--show-ignored", is_flag=True, help="Also list differences in fields that cannot match.")
+def diff(ours, theirs, show_ignored) -> None:
+    """Compare two CRIU image directories entry by entry, field by field, pages by content.
+    Exits 1 if they differ beyond the documented fields that cannot match.
+
+    \b
+    ovm-offline diff ours/ golden/
+    """
+    from .criu.diff import diff_dirs
+
+    result = diff_dirs(ours, theirs)
+    if show_ignored:
+        for difference, rule in result.ignored:
+            click.echo(f"ignored: {difference}  ({rule.reason})")
+    click.echo(result.report(), nl=False)
+    sys.exit(result.exit_status)
 
 
 def main() -> None:
