@@ -47,6 +47,8 @@ class Guest:
         self.memory_file = workdir / "guest-ram"
         self.console_log = workdir / "console.log"
         self.qmp_path = workdir / "qmp.sock"
+        # QEMU serves one client per QMP socket; this one is for tools outside the harness
+        self.qmp_tool_path = workdir / "qmp-tool.sock"
         self.ctl_path = workdir / "ctl.sock"
         self.ram_mib = ram_mib
         cmdline = f"console=ttyS0 panic=-1 quiet loglevel=4 {cmdline_extra}".strip()
@@ -63,6 +65,7 @@ class Guest:
             "-display", "none",
             "-no-reboot",
             "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
+            "-qmp", f"unix:{self.qmp_tool_path},server=on,wait=off",
             "-chardev", f"file,id=con,path={self.console_log}",
             "-serial", "chardev:con",
             "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",

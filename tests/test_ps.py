@@ -89,7 +89,7 @@ sleep 1; echo "UP $!" > /dev/ttyS1; sleep 600
     jobs.write_input_disk(tmp_path / "in.img", {"job.sh": job})
     with Guest(tmp_path, kernel.vmlinuz, image, 512, [tmp_path / "in.img"]) as guest:
         pid = int(guest.expect("UP", 180, "starting counter").split()[1])
-        result = ovm("ps", "--live", "--qmp", str(guest.qmp_path), "--mem", str(guest.memory_file), "--json")
+        result = ovm("ps", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file), "--json")
         assert result.returncode == 0, result.stderr
         procs = {p["pid"]: p for p in map(json.loads, result.stdout.splitlines())}
         assert procs[pid]["comm"] == "counter" and procs[1]["comm"] == "init"
@@ -97,7 +97,7 @@ sleep 1; echo "UP $!" > /dev/ttyS1; sleep 600
         assert guest.command("query-status")["running"] is True
         # a guest that was already paused is left paused
         guest.command("stop")
-        again = ovm("ps", "--live", "--qmp", str(guest.qmp_path), "--mem", str(guest.memory_file))
+        again = ovm("ps", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file))
         assert again.returncode == 0 and "counter" in again.stdout
         assert guest.command("query-status")["running"] is False
 
