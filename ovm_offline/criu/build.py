@@ -1,0 +1,374 @@
+"""Turn extracted process state (ovm_offline.state) into CRIU 3.17 image messages and files.
+
+Ids follow CRIU's own numbering, so our images read like `criu dump`'s: kernel objects
+(mm, files table, fs, sighand) get ids in the order they are met with 1 reserved for criu's
+own (the inventory's root_ids); file entries are numbered as CRIU meets them (the exe file,
+mapped files in VMA order, fds in fd order, then cwd and root of each task); namespaces
+are numbered in the order criu collects its own (pid, net, ipc, uts, time, mnt, user, cgroup).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from pathlib import Path
+from typing import Callable
+
+from ..state import REGISTER_NAMES, FileIdentity, FpuState, OpenFile, ProcessState, ThreadState, TtyState, Vma
+from . import images, pb
+
+T, X, M, F, N = pb.criu_task_pb2, pb.criu_x86_pb2, pb.criu_mm_pb2, pb.criu_files_pb2, pb.criu_ns_pb2
+
+TASK_STATES = {"alive": 1, "dead": 2, "stopped": 3, "zombie": 6}
+NS_ORDER = ("pid", "net", "ipc", "uts", "time", "mnt", "user", "cgroup")
+SIGKILL, SIGSTOP = 9, 19
+FD_CLOEXEC = 1
+TERMIOS_NCC = 19
+
+# vma_entry.status bits (CRIU's VMA_AREA_*)
+VMA_AREA_REGULAR = 0x1
+VMA_AREA_STACK = 0x2
+VMA_AREA_VSYSCALL = 0x4
+VMA_AREA_VDSO = 0x8
+VMA_AREA_HEAP = 0x20
+VMA_FILE_PRIVATE = 0x40
+VMA_FILE_SHARED = 0x80
+VMA_ANON_SHARED = 0x100
+VMA_ANON_PRIVATE = 0x200
+VMA_AREA_VVAR = 0x1000
+
+FD_TYPES = {"reg": F.REG, "tty": F.TTY, "pipe": F.PIPE, "fifo": F.FIFO}
+
+
+@dataclasses.dataclass
+class DumpSet:
+    """Everything one dump writes: the processes (root first) and what the system around them
+    looked like (the namespaces and clocks CRIU records for restore)."""
+
+    processes: list[ProcessState]
+    root_namespaces: "object"  # ovm_offline.state.NamespaceIds of the guest's init
+    monotonic_ns: int
+    boottime_ns: int
+
+
+class FileTable:
+    """files.img: one entry per struct file (or per mapped file, as CRIU does), ids in the order met."""
+
+    def __init__(self) -> None:
+        self.entries: list = []
+        self._by_key: dict[tuple, int] = {}
+        self.tty_infos: dict[int, TtyState] = {}  # tty_info id -> state
+
+    def _next_id(self) -> int:
+        return len(self.entries) + 1
+
+    def regular(self, identity: FileIdentity, flags: int = 0, pos: int = 0, key: tuple | None = None,
+                owner=None, build_id: bytes | None = None) -> int:
+        key = key or ("path", identity.path, flags, pos)
+        if key in self._by_key:
+            return self._by_key[key]
+        fid = self._next_id()
+        reg = F.reg_file_entry(id=fid, flags=flags, pos=pos, fown=_fown(owner), name=identity.path, mode=identity.mode)
+        if _has_size(identity):
+            reg.size = identity.size
+        if build_id:
+            reg.build_id.extend(struct.unpack(f"<{len(build_id) // 4}I", build_id[: len(build_id) // 4 * 4]))
+        self.entries.append(F.file_entry(type=F.REG, id=fid, reg=reg))
+        self._by_key[key] = fid
+        return fid
+
+    def open_file(self, f: OpenFile) -> int:
+        key = ("file", f.key)
+        if key in self._by_key:
+            return self._by_key[key]
+        if f.kind == "tty" and f.tty is not None:
+            fid = self._next_id()
+            self.entries.append(None)  # keep CRIU's order: the tty's id, then its path entry
+            self._by_key[key] = fid
+            regf = self.regular(f.identity, f.flags, f.pos, key=("tty-path", f.key))
+            info_id = self._tty_info_id(f.tty)
+            self.entries[fid - 1] = F.file_entry(type=F.TTY, id=fid, tty=F.tty_file_entry(
+                id=fid, tty_info_id=info_id, flags=f.flags, fown=_fown(f.owner), regf_id=regf))
+            return fid
+        if f.kind != "reg":
+            from ..errors import UnsupportedError
+
+            raise UnsupportedError(f"cannot save open files of kind {f.kind!r} yet ({f.identity.path})")
+        return self.regular(f.identity, f.flags, f.pos, key=key, owner=f.owner, build_id=f.build_id)
+
+    def _tty_info_id(self, tty: TtyState) -> int:
+        # CRIU numbers tty-info entries by pty index: master and slave of one pair differ
+        info_id = tty.index * 2 + (1 if tty.driver == "pty-slave" else 0)
+        self.tty_infos.setdefault(info_id, tty)
+        return info_id
+
+
+def _has_size(identity: FileIdentity) -> bool:
+    return (identity.mode & 0o170000) == 0o100000  # CRIU records the size of regular files only
+
+
+def _fown(owner) -> "F.fown_entry":
+    if owner is None:
+        return F.fown_entry(uid=0, euid=0, signum=0, pid_type=0, pid=0)
+    return F.fown_entry(uid=owner.uid, euid=owner.euid, signum=owner.signum, pid_type=owner.pid_type, pid=owner.pid)
+
+
+# --- per-task messages ------------------------------------------------------------------------
+
+def gpregs(thread: ThreadState) -> "X.user_x86_regs_entry":
+    regs = X.user_x86_regs_entry(mode=X.NATIVE)
+    for name in REGISTER_NAMES:
+        setattr(regs, name, getattr(thread.regs, name) & (2**64 - 1))
+    return regs
+
+
+def fpregs(fpu: FpuState) -> "X.user_x86_fpregs_entry":
+    fx = fpu.fxsave
+    cwd, swd, twd, fop, rip, rdp, mxcsr, mxcsr_mask = struct.unpack_from("<HHHHQQII", fx, 0)
+    entry = X.user_x86_fpregs_entry(
+        cwd=cwd, swd=swd, twd=twd, fop=fop, rip=rip, rdp=rdp, mxcsr=mxcsr, mxcsr_mask=mxcsr_mask,
+        st_space=struct.unpack_from("<32I", fx, 32), xmm_space=struct.unpack_from("<64I", fx, 160),
+    )
+    if fpu.xstate_bv is not None and fpu.components:
+        xsave = X.user_x86_xsave_entry(xstate_bv=fpu.xstate_bv)
+        for component, field_name, fmt in ((2, "ymmh_space", "<64I"), (3, "bndreg_state", "<8Q"),
+                                           (4, "bndcsr_state", "<8Q"), (5, "opmask_reg", "<8Q"),
+                                           (6, "zmm_upper", "<64Q"), (7, "hi16_zmm", "<128Q"),
+                                           (9, "pkru", "<2I")):
+            data = fpu.components.get(component)
+            if data is not None:
+                getattr(xsave, field_name).extend(struct.unpack_from(fmt, data.ljust(struct.calcsize(fmt), b"\0")))
+        entry.xsave.CopyFrom(xsave)
+    return entry
+
+
+def creds(thread: ThreadState) -> "T.creds_entry":
+    c = thread.creds
+
+    def words(v: int) -> list[int]:
+        return [v & 0xFFFFFFFF, v >> 32]
+
+    return T.creds_entry(
+        uid=c.uid, gid=c.gid, euid=c.euid, egid=c.egid, suid=c.suid, sgid=c.sgid, fsuid=c.fsuid, fsgid=c.fsgid,
+        cap_inh=words(c.cap_inh), cap_prm=words(c.cap_prm), cap_eff=words(c.cap_eff), cap_bnd=words(c.cap_bnd),
+        secbits=c.secbits, groups=c.groups,
+    )
+
+
+def thread_core(thread: ThreadState, leader: bool) -> "T.thread_core_entry":
+    tcore = T.thread_core_entry(
+        futex_rla=thread.robust_list, futex_rla_len=thread.robust_list_len,
+        sched_nice=thread.sched_nice, sched_policy=thread.sched_policy,
+        sas=T.thread_sas_entry(ss_sp=thread.sas_sp, ss_size=thread.sas_size, ss_flags=thread.sas_flags),
+        creds=creds(thread), comm=thread.comm,
+    )
+    if thread.sched_policy not in (0, 3, 5):  # SCHED_NORMAL, BATCH, IDLE have no static priority
+        tcore.sched_prio = thread.sched_prio
+    tcore.signals_p.SetInParent()
+    for sig in thread.pending:
+        tcore.signals_p.signals.add(siginfo=sig.siginfo)
+    if not leader:
+        tcore.blk_sigset = thread.blocked
+    if thread.rseq is not None:
+        tcore.rseq_entry.CopyFrom(T.rseq_entry(
+            rseq_abi_pointer=thread.rseq.abi_pointer, rseq_abi_size=thread.rseq.abi_size,
+            signature=thread.rseq.signature))
+        if thread.rseq.cs_pointer:
+            tcore.rseq_entry.rseq_cs_pointer = thread.rseq.cs_pointer
+    if thread.seccomp_mode:
+        tcore.seccomp_mode = thread.seccomp_mode
+    return tcore
+
+
+def thread_info(thread: ThreadState) -> "X.thread_info_x86":
+    info = X.thread_info_x86(clear_tid_addr=thread.clear_tid_addr, gpregs=gpregs(thread), fpregs=fpregs(thread.fpu))
+    for tls in thread.tls:
+        info.tls.add(entry_number=tls.entry_number, base_addr=tls.base_addr, limit=tls.limit,
+                     seg_32bit=tls.seg_32bit, contents_h=bool(tls.contents & 2), contents_l=bool(tls.contents & 1),
+                     read_exec_only=tls.read_exec_only, limit_in_pages=tls.limit_in_pages,
+                     seg_not_present=tls.seg_not_present, usable=tls.usable)
+    return info
+
+
+def task_core(proc: ProcessState) -> "T.task_core_entry":
+    leader = proc.threads[0]
+    tc = T.task_core_entry(
+        task_state=TASK_STATES[proc.task_state], exit_code=proc.exit_code, personality=proc.personality,
+        flags=proc.flags, blk_sigset=leader.blocked, comm=proc.comm, cg_set=1,
+        loginuid=proc.loginuid & 0xFFFFFFFF, oom_score_adj=proc.oom_score_adj, child_subreaper=proc.child_subreaper,
+    )
+    timers = tc.timers
+    for name in ("real", "virt", "prof"):
+        it = proc.itimers[name]
+        getattr(timers, name).CopyFrom(T.itimer_entry(
+            isec=it.interval_us // 10**6, iusec=it.interval_us % 10**6,
+            vsec=it.value_us // 10**6, vusec=it.value_us % 10**6))
+    for pt in proc.posix_timers:
+        timers.posix.add(
+            it_id=pt.timer_id, clock_id=pt.clock_id, si_signo=pt.signal, it_sigev_notify=pt.notify,
+            sival_ptr=pt.sival_ptr, overrun=pt.overrun,
+            isec=pt.interval_ns // 10**9, insec=pt.interval_ns % 10**9,
+            vsec=pt.value_ns // 10**9, vnsec=pt.value_ns % 10**9, notify_thread_id=pt.notify_thread_id)
+    for cur, max_ in proc.rlimits:
+        tc.rlimits.rlimits.add(cur=cur, max=max_)
+    tc.signals_s.SetInParent()
+    for sig in proc.shared_pending:
+        tc.signals_s.signals.add(siginfo=sig.siginfo)
+    for signo, action in enumerate(proc.sigactions, start=1):
+        if signo in (SIGKILL, SIGSTOP):
+            continue
+        tc.sigactions.add(sigaction=action.handler, flags=action.flags, restorer=action.restorer,
+                          mask=action.mask, compat_sigaction=False)
+    return tc
+
+
+def core(proc: ProcessState, thread: ThreadState) -> "T.core_entry":
+    leader = thread is proc.threads[0]
+    entry = T.core_entry(mtype=T.core_entry.X86_64, thread_info=thread_info(thread),
+                         thread_core=thread_core(thread, leader))
+    if leader:
+        entry.tc.CopyFrom(task_core(proc))
+    return entry
+
+
+def vma_status(vma: Vma) -> int:
+    status = VMA_AREA_REGULAR
+    if vma.kind == "vdso":
+        return status | VMA_AREA_VDSO | VMA_ANON_PRIVATE
+    if vma.kind == "vvar":
+        return status | VMA_AREA_VVAR | VMA_ANON_PRIVATE
+    if vma.kind == "vsyscall":
+        return VMA_AREA_VSYSCALL | VMA_ANON_PRIVATE
+    if vma.file is not None:
+        status |= VMA_FILE_SHARED if vma.shared else VMA_FILE_PRIVATE
+    else:
+        status |= VMA_ANON_SHARED if vma.shared else VMA_ANON_PRIVATE
+    if vma.kind == "heap":
+        status |= VMA_AREA_HEAP
+    if vma.kind == "stack" and False:  # CRIU 3.17 does not mark the stack VMA (seen in golden images)
+        status |= VMA_AREA_STACK
+    return status
+
+
+# --- the dump ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Written:
+    images: int = 0
+    pages: int = 0
+    page_bytes: int = 0
+    files: int = 0
+
+
+def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessState, Path], list]) -> Written:
+    """Write every image of `dump` into `directory` (which must exist and be empty).
+    `write_pages(proc, pages_path)` writes pages-N.img for a process and returns its pagemap
+    entries (vaddr, nr_pages, flags)."""
+    written = Written()
+    files = FileTable()
+    ns_ids = {name: i for i, name in enumerate(NS_ORDER, start=1)}
+    kobj_ids: dict[tuple[str, int], int] = {}
+
+    def kobj(kind: str, key: int) -> int:
+        # 1 is criu's own object in a real dump: the inventory's root_ids say so
+        return kobj_ids.setdefault((kind, key), len([k for k in kobj_ids if k[0] == kind]) + 2)
+
+    def ns_id(kind: str, inum: int) -> int:
+        if inum == getattr(dump.root_namespaces, kind):
+            return ns_ids[kind]
+        key = (f"ns-{kind}", inum)
+        if key not in kobj_ids:
+            kobj_ids[key] = len(NS_ORDER) + 1 + len([k for k in kobj_ids if k[0].startswith("ns-")])
+        return kobj_ids[key]
+
+    def put(kind: images.ImageKind, entries: list, image_id: int | None = None) -> None:
+        images.write_image(directory / kind.filename(image_id), kind, entries)
+        written.images += 1
+
+    root_ids = T.task_kobj_ids_entry(vm_id=1, files_id=1, fs_id=1, sighand_id=1)
+    for name in NS_ORDER:
+        setattr(root_ids, f"{name}_ns_id", ns_ids[name])
+    put(images.INVENTORY, [T.inventory_entry(img_version=2, fdinfo_per_id=True, root_ids=root_ids, ns_per_id=True,
+                                             root_cg_set=1, lsmtype=T.NO_LSM, network_lock_method=0)])
+    put(images.PSTREE, [T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid,
+                                       threads=[t.tid for t in p.threads]) for p in dump.processes])
+
+    pages_id = 0
+    for proc in dump.processes:
+        ids = T.task_kobj_ids_entry(
+            vm_id=kobj("vm", proc.mm_key), files_id=kobj("files", proc.files_key),
+            fs_id=kobj("fs", proc.fs_key), sighand_id=kobj("sighand", proc.sighand_key))
+        for name in NS_ORDER:
+            setattr(ids, f"{name}_ns_id", ns_id(name, getattr(proc.namespaces, name)))
+        put(images.IDS, [ids], proc.pid)
+        for thread in proc.threads:
+            put(images.CORE, [core(proc, thread)], thread.tid)
+
+        mm = proc.mm
+        mm_entry = M.mm_entry(
+            mm_start_code=mm.start_code, mm_end_code=mm.end_code, mm_start_data=mm.start_data,
+            mm_end_data=mm.end_data, mm_start_stack=mm.start_stack, mm_start_brk=mm.start_brk, mm_brk=mm.brk,
+            mm_arg_start=mm.arg_start, mm_arg_end=mm.arg_end, mm_env_start=mm.env_start, mm_env_end=mm.env_end,
+            mm_saved_auxv=mm.auxv, dumpable=mm.dumpable, thp_disabled=mm.thp_disabled,
+        )
+        if mm.exe_file is not None:
+            mm_entry.exe_file_id = files.regular(mm.exe_file)
+        for vma in mm.vmas:
+            v = mm_entry.vmas.add(start=vma.start, end=vma.end, pgoff=vma.pgoff, shmid=0, prot=vma.prot,
+                                  flags=vma.flags, status=vma_status(vma), fd=-1)
+            if vma.file is not None:
+                v.shmid = files.regular(vma.file, vma.file_flags)
+                v.fdflags = vma.file_flags
+            if vma.madvise:
+                v.madv = vma.madvise
+        put(images.MM, [mm_entry], proc.pid)
+
+        pages_id += 1
+        pagemap = write_pages(proc, directory / images.PAGES.filename(pages_id))
+        head = M.pagemap_head(pages_id=pages_id)
+        entries = [M.pagemap_entry(vaddr=vaddr, nr_pages=nr, flags=flags) for vaddr, nr, flags in pagemap]
+        put(images.PAGEMAP, [head, *entries], proc.pid)
+        written.pages += sum(nr for _, nr, _ in pagemap)
+
+        fdinfo = []
+        for fd in proc.fds:
+            fid = files.open_file(fd.file)
+            fdinfo.append(F.fdinfo_entry(id=fid, flags=FD_CLOEXEC if fd.cloexec else 0,
+                                         type=FD_TYPES.get(fd.file.kind, F.REG), fd=fd.fd))
+        files_id = kobj("files", proc.files_key)
+        if not (directory / images.FDINFO.filename(files_id)).exists():
+            put(images.FDINFO, fdinfo, files_id)
+        cwd = files.regular(proc.fs.cwd, key=("dir", proc.fs.cwd.path, proc.pid, "cwd"))
+        root = files.regular(proc.fs.root, key=("dir", proc.fs.root.path, proc.pid, "root"))
+        put(images.FS, [F.fs_entry(cwd_id=cwd, root_id=root, umask=proc.fs.umask)], proc.pid)
+
+    put(images.FILES, files.entries)
+    written.files = len(files.entries)
+    if files.tty_infos:
+        put(images.TTY_INFO, [tty_info(i, t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
+    put(images.SECCOMP, [T.seccomp_entry()])
+    put(images.TIMENS, [N.timens_entry(
+        monotonic=N.timespec(tv_sec=dump.monotonic_ns // 10**9, tv_nsec=dump.monotonic_ns % 10**9),
+        boottime=N.timespec(tv_sec=dump.boottime_ns // 10**9, tv_nsec=dump.boottime_ns % 10**9))], 0)
+    written.page_bytes = written.pages * 4096
+    return written
+
+
+def tty_info(info_id: int, tty: TtyState) -> "F.tty_info_entry":
+    def termios(flags: list[int], cc: bytes) -> "F.termios_entry":
+        # CRIU memcpy()s the NCCS=19 c_cc bytes into the front of its 19-word array; the words
+        # after the fifth are whatever its stack held (the diff ignores them)
+        packed = list(struct.unpack("<5I", cc[:TERMIOS_NCC].ljust(20, b"\0")))
+        return F.termios_entry(c_iflag=flags[0], c_oflag=flags[1], c_cflag=flags[2], c_lflag=flags[3],
+                               c_line=flags[4], c_ispeed=flags[5], c_ospeed=flags[6],
+                               c_cc=packed + [0] * (TERMIOS_NCC - len(packed)))
+
+    entry = F.tty_info_entry(
+        id=info_id, type=F.PTY, locked=tty.locked, exclusive=tty.exclusive, packet_mode=tty.packet_mode,
+        sid=tty.sid, pgrp=tty.pgrp, rdev=tty.rdev, termios=termios(tty.termios, tty.cc),
+        termios_locked=termios(tty.termios_locked, tty.cc_locked),
+        winsize=F.winsize_entry(ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2],
+                                ws_ypixel=tty.winsize[3]),
+    )
+    entry.pty.index = tty.index
+    return entry
