@@ -1,0 +1,54 @@
+"""Where guest bytes come from: dump files (ELF core, kdump flattened or plain), a recorded live
+snapshot, or a paused live QEMU guest. Every source is a PhysicalSource and a context manager."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._files import fail
+from .base import PhysicalRun, PhysicalSource, VcpuState
+from .elf import ELF_MAGIC, ElfSource
+from .kdump import FLAT_SIGNATURE, KDUMP_SIGNATURE, KdumpSource
+from .live import LiveSource, RecordedLiveSource, is_recorded_live
+
+
+def open_source(path: str | os.PathLike) -> PhysicalSource:
+    """Open a dump file by its magic (ELF, flattened makedumpfile stream, plain kdump), or a
+    recorded live snapshot directory. Any problem is a SourceError naming the file."""
+    path = Path(path)
+    if path.is_dir():
+        if is_recorded_live(path):
+            return RecordedLiveSource(path)
+        raise fail(path, "is a directory, not a dump file or a recorded live snapshot")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(16)
+    except OSError as exc:
+        raise fail(path, f"cannot open: {exc.strerror or exc}") from None
+    if magic.startswith(ELF_MAGIC):
+        return ElfSource(path)
+    if magic.startswith((FLAT_SIGNATURE, KDUMP_SIGNATURE)):
+        return KdumpSource(path)
+    if not magic:
+        raise fail(path, "file is empty")
+    raise fail(path, "unknown format: not an ELF core, kdump or flattened makedumpfile stream")
+
+
+def open_live(qmp: str | os.PathLike, mem: str | os.PathLike) -> LiveSource:
+    """Pause (if running) the QEMU guest behind QMP socket `qmp` and read its RAM from the
+    memory-backend-file `mem`; closing the source resumes a guest it paused."""
+    return LiveSource(qmp, mem)
+
+
+__all__ = [
+    "ElfSource",
+    "KdumpSource",
+    "LiveSource",
+    "PhysicalRun",
+    "PhysicalSource",
+    "RecordedLiveSource",
+    "VcpuState",
+    "open_live",
+    "open_source",
+]

@@ -1,0 +1,225 @@
+"""Low-level helpers shared by the sources: bounded reads of a mapped file, the bulk copy path,
+and address -> run lookups. Nothing here knows a dump format."""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import io
+import mmap
+import os
+import stat
+from collections.abc import Iterable
+from typing import BinaryIO, Protocol
+
+from ..errors import SourceError
+from .base import PhysicalRun
+
+#: biggest piece handed to one write() when we cannot use sendfile: large enough that Python
+#: overhead vanishes, small enough not to touch hundreds of MiB of page cache at once
+BULK_CHUNK = 8 << 20
+
+
+def fail(where: str | os.PathLike, problem: str) -> SourceError:
+    """The one-line error every bad input turns into: '<file>: <problem>'."""
+    return SourceError(f"{where}: {problem}")
+
+
+class ByteReader(Protocol):
+    """Random access to the bytes of a container file (the dump file itself, or a Volatility layer)."""
+
+    name: str
+    size: int
+
+    def pread(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes at `offset`; SourceError if the range is outside the file."""
+        ...
+
+
+class MappedFile:
+    """A read-only mmap of a file with bounds-checked reads; also keeps the fd for sendfile."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.name = str(path)
+        try:
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise fail(path, f"cannot open: {exc.strerror or exc}") from None
+        try:
+            self.size = os.fstat(self._fd).st_size
+            # mmap of an empty file is an error; an empty file is simply truncated
+            self.mm: mmap.mmap | None = (
+                mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ) if self.size else None
+            )
+        except (OSError, ValueError) as exc:
+            os.close(self._fd)
+            raise fail(path, f"cannot map: {exc}") from None
+        if self.mm is not None:
+            # dumps are mostly read front to back in big pieces
+            try:
+                self.mm.madvise(mmap.MADV_SEQUENTIAL)
+            except (AttributeError, OSError):
+                pass
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    def pread(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise fail(self.name, f"read of {length} bytes at offset {offset:#x} is beyond the end of the file ({self.size:#x} bytes); truncated?")
+        if length == 0 or self.mm is None:
+            return b""
+        return self.mm[offset : offset + length]
+
+    def copy_to(self, offset: int, length: int, out: BinaryIO) -> None:
+        """Write file bytes [offset, offset+length) to `out` through the bulk path."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise fail(self.name, f"range {offset:#x}+{length:#x} is beyond the end of the file; truncated?")
+        if length:
+            assert self.mm is not None
+            bulk_copy(out, self._fd, self.mm, offset, length)
+
+    def close(self) -> None:
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                # a caller still holds a memoryview; the mapping goes away with it
+                pass
+            self.mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _out_fileno(out: BinaryIO) -> int | None:
+    try:
+        return out.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation, ValueError):
+        return None
+
+
+def bulk_copy(out: BinaryIO, fd: int, mm: mmap.mmap, offset: int, length: int) -> None:
+    """Copy `length` bytes at `offset` of file `fd` to `out`: os.sendfile when `out` is a real file
+    or pipe (the kernel moves the pages, no Python buffers), else big mmap slices."""
+    out_fd = _out_fileno(out)
+    if out_fd is not None:
+        out.flush()  # buffered bytes must land before the ones the kernel writes behind its back
+        done = 0
+        if _is_regular_file(out_fd):
+            # file to file: copy_file_range can share extents (reflink) or copy inside the kernel
+            done = _kernel_copy(os.copy_file_range, fd, out_fd, offset, length)
+        if done < length:
+            done += _kernel_copy(_sendfile, fd, out_fd, offset + done, length - done)
+        _resync_position(out)
+        offset += done
+        length -= done
+    with memoryview(mm) as view:
+        while length > 0:
+            size = min(length, BULK_CHUNK)
+            out.write(view[offset : offset + size])
+            offset += size
+            length -= size
+
+
+def _is_regular_file(fd: int) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+def _sendfile(in_fd: int, out_fd: int, count: int, offset: int) -> int:
+    return os.sendfile(out_fd, in_fd, offset, count)
+
+
+_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV, errno.EBADF, errno.ESPIPE, errno.EPERM)
+
+
+def _kernel_copy(copy, in_fd: int, out_fd: int, offset: int, length: int) -> int:
+    """Bytes moved by `copy` (copy_file_range or sendfile: in, out, count, offset); stops
+    early, returning what it did, when the call cannot serve these files (the caller falls back)."""
+    done = 0
+    while done < length:
+        try:
+            moved = copy(in_fd, out_fd, min(length - done, 1 << 30), offset + done)
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                continue
+            if exc.errno in _UNSUPPORTED and done == 0:
+                return 0
+            raise
+        if moved == 0:  # the input file shrank under us
+            break
+        done += moved
+    return done
+
+
+def _resync_position(out: BinaryIO) -> None:
+    """sendfile moved the fd's offset; make a buffered writer agree with it."""
+    try:
+        if out.seekable():
+            out.seek(0, os.SEEK_CUR)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+_ZERO_BLOCK = memoryview(bytes(1 << 20))
+
+
+def write_zeros(out: BinaryIO, length: int) -> None:
+    """`length` zero bytes, written from one shared 1 MiB block (no per-call allocation)."""
+    while length > 0:
+        size = min(length, len(_ZERO_BLOCK))
+        out.write(_ZERO_BLOCK[:size])
+        length -= size
+
+
+class RunMap:
+    """Guest-physical runs, each mapped to an offset in some backing store (None: defined as
+    zero, not stored), with O(log n) lookup."""
+
+    def __init__(self, where: str, runs: Iterable[tuple[int, int, int | None]]) -> None:
+        # (start, length, backing offset), sorted; overlaps are a corrupt file
+        self.where = where
+        entries = sorted(((s, n, b) for s, n, b in runs if n > 0), key=lambda e: e[0])
+        for (s0, n0, _), (s1, _, _) in zip(entries, entries[1:]):
+            if s0 + n0 > s1:
+                raise fail(where, f"memory ranges overlap at guest-physical {s1:#x}")
+        self.starts = [s for s, _, _ in entries]
+        self.entries = entries
+
+    def pieces(self, paddr: int, length: int) -> Iterable[tuple[int, int, int | None]]:
+        """(guest address, size, backing offset) pieces covering [paddr, paddr+length); SourceError on a hole."""
+        if paddr < 0 or length < 0:
+            raise fail(self.where, f"bad read request {paddr:#x}+{length:#x}")
+        end = paddr + length
+        i = bisect.bisect_right(self.starts, paddr) - 1
+        while paddr < end:
+            if i < 0 or i >= len(self.entries):
+                raise fail(self.where, f"guest-physical address {paddr:#x} is not in the dump")
+            start, size, backing = self.entries[i]
+            if not start <= paddr < start + size:
+                raise fail(self.where, f"guest-physical address {paddr:#x} is not in the dump")
+            piece = min(end, start + size) - paddr
+            yield paddr, piece, None if backing is None else backing + (paddr - start)
+            paddr += piece
+            i += 1
+
+    def runs(self) -> list[PhysicalRun]:
+        return merge_runs((s, n) for s, n, _ in self.entries)
+
+
+def merge_runs(runs: Iterable[tuple[int, int]]) -> list[PhysicalRun]:
+    """Sorted, non-overlapping runs with touching neighbours joined."""
+    merged: list[list[int]] = []
+    for start, length in sorted(runs):
+        if length <= 0:
+            continue
+        if merged and start <= merged[-1][0] + merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], start + length - last[0])
+        else:
+            merged.append([start, length])
+    return [PhysicalRun(s, n) for s, n in merged]

@@ -1,0 +1,405 @@
+"""kdump sources: flattened records, headers, bitmaps/rank, page descriptors, every compression,
+plain and flattened layouts, conversion to ELF, and hostile files."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ovm_offline.errors import SourceError
+from ovm_offline.sources import ElfSource, KdumpSource, open_source
+from ovm_offline.sources.convert import kdump_to_elf
+from ovm_offline.sources.elf import PN_XNUM
+from ovm_offline.sources.kdump import (
+    DISK_DUMP_HEADER,
+    FLAT_HEADER_SIZE,
+    PAGE_DESC,
+    PAGE_SIZE,
+    Bitmap,
+    FlattenedLayout,
+    PageDesc,
+    decompress_page,
+    parse_disk_dump_header,
+    parse_page_descs,
+    parse_sub_header,
+)
+from ovm_offline.sources.kdump_writer import (
+    FlatSink,
+    KdumpContents,
+    compress_page,
+    unflatten,
+    write_kdump,
+)
+from ovm_offline.sources.notes import PR_REG_NAMES, build_note, build_prstatus
+
+FILE_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+class BytesReader:
+    """ByteReader over an in-memory buffer."""
+
+    def __init__(self, data: bytes, name: str = "mem") -> None:
+        self.data, self.name, self.size = data, name, len(data)
+
+    def pread(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise SourceError(f"{self.name}: out of range")
+        return self.data[offset : offset + length]
+
+
+# ==== flattened records ===========================================================================
+@st.composite
+def logical_pieces(draw) -> list[tuple[int, bytes]]:
+    pieces = []
+    offset = draw(st.integers(0, 100))
+    for _ in range(draw(st.integers(1, 10))):
+        data = draw(st.binary(min_size=1, max_size=200))
+        pieces.append((offset, data))
+        offset += len(data) + draw(st.sampled_from([0, 0, 1, 50]))
+    return pieces
+
+
+@settings(max_examples=200, deadline=None)
+@given(logical_pieces(), st.integers(1, 64), st.randoms(use_true_random=False), st.data())
+def test_flattened_records_round_trip(pieces, max_record, rnd, data):
+    out = io.BytesIO()
+    sink = FlatSink(out, max_record, shuffle=rnd)
+    for offset, piece in pieces:
+        sink.write_at(offset, piece)
+    sink.finish(0)
+    expected = bytearray(max(o + len(p) for o, p in pieces))
+    for offset, piece in pieces:
+        expected[offset : offset + len(piece)] = piece
+    layout = FlattenedLayout(BytesReader(out.getvalue()))
+    assert layout.size == len(expected)
+    assert layout.pread(0, layout.size) == expected
+    lo = data.draw(st.integers(0, len(expected) - 1))
+    hi = data.draw(st.integers(lo, len(expected)))
+    assert layout.pread(lo, hi - lo) == expected[lo:hi]
+    with pytest.raises(SourceError):
+        layout.pread(len(expected), 1)
+
+
+def _flat(records: list[tuple[int, int, bytes]], end: bool = True) -> bytes:
+    head = b"makedumpfile".ljust(16, b"\0") + struct.pack(">qq", 1, 1)
+    body = b"".join(struct.pack(">qq", o, s) + d for o, s, d in records)
+    return head.ljust(FLAT_HEADER_SIZE, b"\0") + body + (struct.pack(">qq", -1, -1) if end else b"")
+
+
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        (_flat([(0, 4, b"abcd")], end=False), "end marker"),
+        (_flat([(0, 400, b"abcd")]), "beyond the end of the file"),
+        (_flat([(-5, 4, b"abcd")]), "corrupt flattened record"),
+        (_flat([(0, 4, b"abcd"), (2, 4, b"efgh")]), "overlap"),
+        (_flat([(2**62, 4, b"abcd")]), "corrupt flattened record"),
+        (_flat([])[:100], "truncated makedumpfile header"),
+        (b"makedumpfile".ljust(16, b"\0") + struct.pack(">qq", 2, 1) + bytes(4096), "type 2"),
+    ],
+)
+def test_bad_flattened_streams(stream, message):
+    with pytest.raises(SourceError, match=message):
+        FlattenedLayout(BytesReader(stream))
+
+
+# ==== bitmaps =====================================================================================
+def naive_runs(bits: list[int]) -> list[tuple[int, int]]:
+    runs, start = [], None
+    for i, b in enumerate(bits + [0]):
+        if b and start is None:
+            start = i
+        if not b and start is not None:
+            runs.append((start, i - start))
+            start = None
+    return runs
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=600), st.data())
+def test_bitmap_rank_and_runs(data, draw):
+    nbits = draw.draw(st.integers(1, len(data) * 8))
+    bitmap = Bitmap(data, nbits)
+    bits = [(data[i >> 3] >> (i & 7)) & 1 for i in range(nbits)]
+    assert bitmap.count == sum(bits)
+    for i in draw.draw(st.lists(st.integers(0, nbits), max_size=20)) + [0, nbits]:
+        assert bitmap.rank(i) == sum(bits[:i])
+        if i < nbits:
+            assert bitmap.test(i) == bool(bits[i])
+    assert list(bitmap.runs()) == naive_runs(bits)
+    start = draw.draw(st.integers(0, nbits - 1))
+    count = draw.draw(st.integers(0, nbits - start))
+    assert bitmap.bits(start, count) == sum(b << k for k, b in enumerate(bits[start : start + count]))
+
+
+def test_bitmap_runs_cross_scan_chunks():
+    # runs() scans 1 MiB of bitmap at a time: a run over the boundary must come out whole
+    nbits = 2 * 8 * (1 << 20) + 100
+    value = ((1 << 300) - 1) << (8 * (1 << 20) - 150) | 1 | (1 << (nbits - 1))
+    bitmap = Bitmap(value.to_bytes((nbits + 7) // 8, "little"), nbits)
+    assert list(bitmap.runs()) == [(0, 1), (8 * (1 << 20) - 150, 300), (nbits - 1, 1)]
+    assert bitmap.rank(nbits - 1) == 301
+
+
+# ==== headers and descriptors ====================================================================
+@settings(deadline=None)  # a loaded shared machine makes the 200 ms default flaky
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1)), max_size=50))
+def test_page_desc_round_trip(descs):
+    raw = b"".join(PAGE_DESC.pack(*d) for d in descs)
+    assert parse_page_descs(raw) == [PageDesc(*d) for d in descs]
+
+
+@settings(deadline=None)  # a loaded shared machine makes the 200 ms default flaky
+@given(st.integers(0, 2**32 - 1), st.integers(1, 2**32 - 1), st.integers(0, 0x7FFFFFFF), st.text("abcdefghijklmnopqrstuvwxyz_0123456789", max_size=64))
+def test_disk_dump_header_fields(status, max_mapnr, nr_cpus, machine):
+    uts = b"".join(f.encode().ljust(65, b"\0") for f in ("Linux", "", "", "", machine, ""))
+    raw = DISK_DUMP_HEADER.pack(b"KDUMP   ", 6, uts, 11, 12, status, 4096, 2, 64, max_mapnr, 0, 0, 0, 0, nr_cpus)
+    assert len(raw) == 464
+    header = parse_disk_dump_header(raw, "t")
+    assert (header.status, header.block_size, header.sub_hdr_size, header.bitmap_blocks) == (status, 4096, 2, 64)
+    assert (header.max_mapnr, header.nr_cpus, header.timestamp_sec, header.timestamp_usec) == (max_mapnr, nr_cpus, 11, 12)
+    assert header.utsname[0] == "Linux" and header.utsname[4] == machine
+    assert struct.unpack_from("<I", raw, 424)[0] == status  # the offsets the facts file gives
+    assert struct.unpack_from("<I", raw, 440)[0] == max_mapnr
+
+
+def test_sub_header_offsets():
+    raw = struct.pack("<QIIQQQQQQQQQQQ", 1, 2, 3, 4, 5, 0x16E0, 0xCBE, 0x1068, 0x1338, 10, 11, 12, 13, 0x100000)
+    sub = parse_sub_header(raw, "t")
+    assert len(raw) == 104
+    assert (sub.offset_vmcoreinfo, sub.size_vmcoreinfo, sub.offset_note, sub.size_note, sub.max_mapnr_64) == (0x16E0, 0xCBE, 0x1068, 0x1338, 0x100000)
+    with pytest.raises(SourceError):
+        parse_sub_header(raw[:50], "t")
+
+
+@pytest.mark.parametrize("method", ["zlib", "lzo", "snappy", "raw"])
+def test_page_codecs(method):
+    page = (b"page" * 512) + os.urandom(2048)
+    flags = {"zlib": 1, "lzo": 2, "snappy": 4, "raw": 0}[method]
+    assert decompress_page(compress_page(page, method), flags, PAGE_SIZE) == page
+    with pytest.raises(ValueError):
+        decompress_page(compress_page(page[:100], method), flags, PAGE_SIZE)
+
+
+def test_hostile_snappy_length_is_refused_before_decompressing():
+    with pytest.raises(ValueError, match="uncompressed length"):
+        decompress_page(b"\xff\xff\xff\xff\x0f" + b"\0" * 20, 4, PAGE_SIZE)
+
+
+# ==== whole dumps =================================================================================
+@st.composite
+def kdump_specs(draw):
+    max_mapnr = draw(st.integers(1, 40000))
+    existing: dict[int, bool] = {}
+    pfn = draw(st.integers(0, max_mapnr - 1))
+    while pfn < max_mapnr and len(existing) < 120:
+        for p in range(pfn, min(max_mapnr, pfn + draw(st.integers(1, 40)))):
+            existing[p] = draw(st.integers(0, 9)) > 0  # most pages dumped, some excluded
+        pfn = p + 1 + draw(st.sampled_from([0, 1, 7, 3000]))
+    pages = {}
+    for p, dumped in existing.items():
+        if not dumped:
+            continue
+        kind = draw(st.sampled_from(["zero", "text", "random", "mixed"]))
+        if kind == "zero":
+            pages[p] = bytes(PAGE_SIZE)
+        elif kind == "text":
+            pages[p] = (f"pfn {p:#x} ".encode() * PAGE_SIZE)[:PAGE_SIZE]
+        elif kind == "random":
+            pages[p] = draw(st.randoms(use_true_random=False)).randbytes(PAGE_SIZE)
+        else:
+            pages[p] = bytes(2048) + draw(st.randoms(use_true_random=False)).randbytes(2048)
+    return max_mapnr, existing, pages
+
+
+def bitmap_of(pfns, max_mapnr: int) -> bytes:
+    value = 0
+    for p in pfns:
+        value |= 1 << p
+    return value.to_bytes((max_mapnr + 7) // 8, "little")
+
+
+def sample_notes(cpus: int = 2) -> bytes:
+    notes = b"".join(build_note("CORE", 1, build_prstatus(i + 1, {name: i for name in PR_REG_NAMES})) for i in range(cpus))
+    return notes + build_note("VMCOREINFO", 0, b"OSRELEASE=6.1.0-test\nKERNELOFFSET=2b600000\n")
+
+
+def build_kdump(path: Path, spec, compression: str, flattened: bool, max_record: int | None = None, shuffle=None) -> None:
+    max_mapnr, existing, pages = spec
+    contents = KdumpContents(max_mapnr, bitmap_of(existing, max_mapnr), bitmap_of(pages, max_mapnr), sample_notes())
+    with open(path, "wb") as out:
+        write_kdump(out, contents, (pages[p] for p in sorted(pages)), compression, flattened, max_record, shuffle)
+
+
+def expected_page(spec, pfn: int) -> bytes:
+    _, existing, pages = spec
+    return pages.get(pfn, bytes(PAGE_SIZE)) if pfn in existing else b""
+
+
+@FILE_SETTINGS
+@given(kdump_specs(), st.sampled_from(["zlib", "lzo", "snappy", "raw"]), st.booleans(), st.sampled_from([None, 1000, 4096, 20000]), st.booleans(), st.data())
+def test_kdump_round_trip(spec, compression, flattened, max_record, shuffle, data):
+    max_mapnr, existing, pages = spec
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dump"
+        build_kdump(path, spec, compression, flattened, max_record if flattened else None, random.Random(1) if shuffle and flattened else None)
+        with open_source(path) as src:
+            assert isinstance(src, KdumpSource)
+            assert src.format_name == f"kdump-{compression} ({'flattened' if flattened else 'plain'})"
+            assert [(r.start // PAGE_SIZE, r.length // PAGE_SIZE) for r in src.runs()] == naive_runs([int(p in existing) for p in range(max_mapnr)])
+            for pfn in existing:
+                assert src.read(pfn * PAGE_SIZE, PAGE_SIZE) == expected_page(spec, pfn)
+            for run in src.runs():
+                whole = b"".join(expected_page(spec, p) for p in range(run.start // PAGE_SIZE, (run.start + run.length) // PAGE_SIZE))
+                lo = data.draw(st.integers(0, run.length - 1))
+                hi = data.draw(st.integers(lo, run.length))
+                assert src.read(run.start + lo, hi - lo) == whole[lo:hi]
+                sink = io.BytesIO()
+                src.copy_to(run.start + lo, hi - lo, sink)
+                assert sink.getvalue() == whole[lo:hi]
+            absent = next((p for p in range(max_mapnr + 1) if p not in existing), None)
+            with pytest.raises(SourceError, match="not in the dump"):
+                src.read(absent * PAGE_SIZE, 1)
+            assert [v.rip for v in src.vcpus()] == [0, 1]
+            assert src.vmcoreinfo() == {"OSRELEASE": "6.1.0-test", "KERNELOFFSET": "2b600000"}
+
+
+def test_unflatten_gives_the_plain_layout(tmp_path):
+    spec = (5000, {p: p % 5 != 0 for p in range(100, 400)}, {p: bytes([p % 256]) * PAGE_SIZE for p in range(100, 400) if p % 5})
+    build_kdump(tmp_path / "flat", spec, "zlib", flattened=True, max_record=3000, shuffle=random.Random(2))
+    build_kdump(tmp_path / "plain", spec, "zlib", flattened=False)
+    unflatten(tmp_path / "flat", tmp_path / "unflat")
+    assert (tmp_path / "unflat").read_bytes() == (tmp_path / "plain").read_bytes()
+    with KdumpSource(tmp_path / "unflat") as src:
+        assert src.format_name == "kdump-zlib (plain)"
+        assert src.read(101 * PAGE_SIZE, 2) == bytes([101, 101])
+        assert src.read(105 * PAGE_SIZE, 2) == bytes(2)  # excluded: defined as zero
+
+
+def test_kdump_to_elf_round_trip(tmp_path):
+    spec = (9000, {p: p % 7 != 0 for p in list(range(300)) + list(range(8000, 8999))}, {})
+    spec[2].update({p: (b"%d" % p) * (PAGE_SIZE // len(b"%d" % p)) + bytes(PAGE_SIZE % len(b"%d" % p)) for p, d in spec[1].items() if d and p % 3})
+    spec[2].update({p: bytes(PAGE_SIZE) for p, d in spec[1].items() if d and p not in spec[2]})
+    build_kdump(tmp_path / "dump", spec, "snappy", flattened=True)
+    kdump_to_elf(tmp_path / "dump", tmp_path / "dump.elf")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    with KdumpSource(tmp_path / "dump") as kd, ElfSource(tmp_path / "dump.elf") as elf:
+        assert elf.runs() == kd.runs()
+        assert elf.note_bytes() == kd.note_bytes()
+        assert elf.vmcoreinfo() == kd.vmcoreinfo() and elf.vcpus() == kd.vcpus()
+        for run in kd.runs():
+            assert elf.read(run.start, run.length) == kd.read(run.start, run.length)
+
+
+def test_kdump_to_elf_uses_pn_xnum_for_many_runs(tmp_path):
+    max_mapnr = 2 * (PN_XNUM + 5)
+    existing = {p: True for p in range(0, max_mapnr, 2)}  # every other page: one run each
+    pages = {p: bytes([1 + p % 200]) * 16 + bytes(PAGE_SIZE - 16) for p in existing}
+    build_kdump(tmp_path / "dump", (max_mapnr, existing, pages), "zlib", flattened=False)
+    kdump_to_elf(tmp_path / "dump", tmp_path / "dump.elf")
+    raw = (tmp_path / "dump.elf").read_bytes()[:64]
+    assert struct.unpack_from("<H", raw, 56)[0] == PN_XNUM
+    with ElfSource(tmp_path / "dump.elf") as elf:
+        assert len(elf.runs()) == len(existing)
+        assert elf.read((max_mapnr - 2) * PAGE_SIZE, 16) == bytes([1 + (max_mapnr - 2) % 200]) * 16
+    for name in ("dump", "dump.elf"):  # 270 MB each; pytest keeps old tmp dirs
+        (tmp_path / name).unlink()
+
+
+def test_kdump_to_elf_failure_leaves_nothing(tmp_path):
+    spec = (100, {p: True for p in range(10)}, {p: bytes(2048) + os.urandom(2048) for p in range(10)})
+    build_kdump(tmp_path / "dump", spec, "zlib", flattened=False)
+    raw = bytearray((tmp_path / "dump").read_bytes())
+    raw[-100:] = bytes(100)  # damage the last page's compressed data
+    (tmp_path / "dump").write_bytes(raw)
+    with pytest.raises(SourceError, match="zlib"):
+        kdump_to_elf(tmp_path / "dump", tmp_path / "out.elf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump"]
+
+
+def test_wrong_architecture_and_block_size(tmp_path):
+    spec = (100, {1: True}, {1: bytes(PAGE_SIZE)})
+    max_mapnr, existing, pages = spec
+    contents = KdumpContents(max_mapnr, bitmap_of(existing, max_mapnr), bitmap_of(pages, max_mapnr), machine="aarch64")
+    with open(tmp_path / "arm", "wb") as out:
+        write_kdump(out, contents, [pages[1]], "zlib", flattened=False)
+    with pytest.raises(SourceError, match="aarch64"):
+        open_source(tmp_path / "arm")
+    build_kdump(tmp_path / "bs", spec, "zlib", flattened=False)
+    raw = bytearray((tmp_path / "bs").read_bytes())
+    struct.pack_into("<I", raw, 428, 65536)
+    (tmp_path / "bs").write_bytes(raw)
+    with pytest.raises(SourceError, match="block size 65536"):
+        open_source(tmp_path / "bs")
+
+
+@pytest.mark.parametrize(
+    "offset, fmt, value, message",
+    [
+        (432, "<I", 0, "sub header"),  # sub_hdr_size
+        (436, "<I", 3, "bitmap blocks"),  # odd bitmap_blocks
+        (436, "<I", 2**30, "bitmaps"),  # bitmaps beyond the file
+        (4096 + 96, "<Q", 0, "max_mapnr"),  # max_mapnr_64
+        (4096 + 96, "<Q", 2**50, "max_mapnr"),
+        (4096 + 56, "<Q", 2**40, "note area"),  # size_note
+    ],
+)
+def test_corrupt_kdump_headers(tmp_path, offset, fmt, value, message):
+    spec = (100, {p: True for p in range(10)}, {p: bytes(PAGE_SIZE) for p in range(10)})
+    build_kdump(tmp_path / "dump", spec, "zlib", flattened=False)
+    raw = bytearray((tmp_path / "dump").read_bytes())
+    struct.pack_into(fmt, raw, offset, value)
+    (tmp_path / "dump").write_bytes(raw)
+    with pytest.raises(SourceError, match=message) as info:
+        open_source(tmp_path / "dump")
+    assert str(info.value).startswith(str(tmp_path / "dump")) and "\n" not in str(info.value)
+
+
+def test_truncated_kdumps(tmp_path):
+    spec = (3000, {p: True for p in range(0, 2000, 3)}, {p: os.urandom(PAGE_SIZE) for p in range(0, 2000, 3)})
+    for flattened in (True, False):
+        build_kdump(tmp_path / "dump", spec, "zlib", flattened)
+        raw = (tmp_path / "dump").read_bytes()
+        for cut in (0, 10, 500, 4096, 5000, 9000, 20000, len(raw) // 2, len(raw) - 17, len(raw) - 1):
+            (tmp_path / "cut").write_bytes(raw[:cut])
+            with pytest.raises(SourceError):
+                with open_source(tmp_path / "cut") as src:
+                    for run in src.runs():
+                        src.copy_to(run.start, run.length, io.BytesIO())
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_corrupt_kdumps_only_raise_source_error(data):
+    spec = data.draw(kdump_specs())
+    compression = data.draw(st.sampled_from(["zlib", "lzo", "snappy", "raw"]))
+    flattened = data.draw(st.booleans())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dump"
+        build_kdump(path, spec, compression, flattened, max_record=2048 if flattened else None)
+        raw = bytearray(path.read_bytes())
+        # aim most flips at the headers, bitmaps and descriptors, some anywhere
+        hot = min(len(raw), data.draw(st.sampled_from([600, 4096 + 300, 20000, len(raw)])))
+        for _ in range(data.draw(st.integers(1, 10))):
+            pos = data.draw(st.integers(0, hot - 1))
+            raw[pos] = data.draw(st.integers(0, 255))
+        if data.draw(st.booleans()):
+            raw = raw[: data.draw(st.integers(0, len(raw)))]
+        path.write_bytes(raw)
+        try:
+            with open_source(path) as src:
+                src.vcpus(), src.vmcoreinfo(), src.format_name
+                for run in src.runs()[:20]:
+                    size = min(run.length, 64 * PAGE_SIZE)
+                    src.read(run.start, min(size, 3 * PAGE_SIZE))
+                    src.copy_to(run.start, size, io.BytesIO())
+        except SourceError as exc:
+            assert "\n" not in str(exc)
