@@ -1,0 +1,176 @@
+"""What runs in the guest: processes, their namespaces, cgroups and containers.
+
+``list_processes(open_kernel(source, symbol_dirs))`` gives one `ProcessInfo` per
+thread-group leader (what ``ps -e`` lists).
+
+Containers: a process belongs to a container when it lives in a non-initial PID
+namespace or in a non-root v2 cgroup.  The container id is readable and stable for
+one snapshot: ``pidns:<inode> cgroup:<path>`` for processes grouped by their
+outermost non-initial PID namespace (the level-1 ancestor, so nested namespaces
+stay in their outer container; the cgroup is the deepest cgroup common to all its
+processes), or ``cgroup:<path>`` for processes in the initial PID namespace and a
+non-root cgroup.  Host processes and kernel threads have ``container = None``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterable
+
+from .errors import GuestDataError, SymbolError
+from .kernel.cgroup import task_cgroup_path
+from .kernel.memory import Program
+from .kernel.memory import open_kernel as _open_kernel
+from .kernel.nsproxy import NamespaceInodes, task_namespaces
+from .kernel.pid import (
+    PROC_PID_INIT_INO,
+    pid_ns_at_level,
+    pid_ns_inum,
+    task_active_pid_ns,
+    task_ns_pid,
+    task_pgid,
+    task_sid,
+)
+from .kernel.tasks import (
+    for_each_process,
+    for_each_thread,
+    is_kthread,
+    task_comm,
+    task_egid,
+    task_euid,
+    task_gid,
+    task_ppid,
+    task_state,
+    task_uid,
+)
+from .sources.base import PhysicalSource
+
+__all__ = ["ProcessInfo", "list_processes", "open_kernel", "container_ids"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessInfo:
+    """One process (thread group) of the guest."""
+
+    pid: int  # global pid of the leader (= tgid)
+    tgid: int
+    ppid: int  # global pid of real_parent's thread group
+    nthreads: int  # threads found on the thread list
+    comm: str
+    state: str  # ps letter of the leader: R S D T t X Z P I
+    uid: int
+    euid: int
+    gid: int
+    egid: int
+    pgid: int  # global
+    sid: int  # global
+    ns_pid: int  # pid inside the process's own PID namespace
+    pidns_inum: int | None
+    pidns_level: int | None
+    namespaces: NamespaceInodes
+    cgroup: str | None  # v2 cgroup path, "/" for the root
+    container: str | None
+    kthread: bool
+    task_address: int  # kernel virtual address of the leader's task_struct
+    tids: tuple[int, ...] = ()  # global thread ids, leader first
+    problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
+
+
+def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[str]] = (),
+                **kwargs) -> Program:
+    """Identify the guest kernel and its layout; see ovm_offline.kernel.memory.open_kernel."""
+    return _open_kernel(source, symbol_dirs, **kwargs)
+
+
+def _process_info(prog: Program, task) -> tuple[ProcessInfo, int | None]:
+    """A ProcessInfo without its container, plus the inode of its level-1 PID namespace."""
+    problems: list[str] = []
+    pid = task.pid
+    tids = tuple(t.pid for t in for_each_thread(task))
+
+    def soft(what: str, fn, default=None):
+        # Optional details of one process must not hide every other process.
+        try:
+            return fn()
+        except GuestDataError as e:
+            problems.append(f"{what}: {e}")
+            return default
+
+    pidns = soft("pid namespace", lambda: task_active_pid_ns(task))
+    pidns_inum = soft("pid namespace", lambda: pid_ns_inum(pidns)) if pidns is not None else None
+    pidns_level = soft("pid namespace", lambda: pidns.level) if pidns is not None else None
+    outer = soft("pid namespace", lambda: pid_ns_at_level(task, 1))
+    outer_inum = soft("pid namespace", lambda: pid_ns_inum(outer)) if outer is not None else None
+    info = ProcessInfo(
+        pid=pid,
+        tgid=task.tgid,
+        ppid=task_ppid(task),
+        nthreads=len(tids),
+        comm=task_comm(task),
+        state=task_state(task),
+        uid=soft("credentials", lambda: task_uid(task), -1),
+        euid=soft("credentials", lambda: task_euid(task), -1),
+        gid=soft("credentials", lambda: task_gid(task), -1),
+        egid=soft("credentials", lambda: task_egid(task), -1),
+        pgid=soft("process group", lambda: task_pgid(task), 0),
+        sid=soft("session", lambda: task_sid(task), 0),
+        ns_pid=soft("pid namespace", lambda: task_ns_pid(task), 0),
+        pidns_inum=pidns_inum,
+        pidns_level=pidns_level,
+        namespaces=soft("namespaces", lambda: task_namespaces(task), NamespaceInodes()),
+        cgroup=soft("cgroup", lambda: task_cgroup_path(task)),
+        container=None,
+        kthread=is_kthread(task),
+        task_address=task.address_,
+        tids=tids,
+        problems=tuple(problems),
+    )
+    return info, outer_inum
+
+
+def _common_cgroup(paths: list[str]) -> str:
+    split = [[c for c in p.split("/") if c] for p in paths]
+    common: list[str] = []
+    for parts in zip(*split, strict=False):  # stops at the shortest path
+        if all(p == parts[0] for p in parts):
+            common.append(parts[0])
+        else:
+            break
+    return "/" + "/".join(common)
+
+
+def container_ids(procs: list[tuple[ProcessInfo, int | None]], init_pidns: int) -> list[str | None]:
+    """The container id of each process (see the module docstring)."""
+    by_ns: dict[int, list[str]] = {}
+    for p, outer in procs:
+        if not p.kthread and outer is not None and outer != init_pidns and p.cgroup is not None:
+            by_ns.setdefault(outer, []).append(p.cgroup)
+    ns_cgroup = {ns: _common_cgroup(paths) for ns, paths in by_ns.items()}
+    out: list[str | None] = []
+    for p, outer in procs:
+        if p.kthread:
+            out.append(None)
+        elif outer is not None and outer != init_pidns:
+            cg = ns_cgroup.get(outer)
+            out.append(f"pidns:{outer}" + (f" cgroup:{cg}" if cg and cg != "/" else ""))
+        elif p.cgroup not in (None, "/"):
+            out.append(f"cgroup:{p.cgroup}")
+        else:
+            out.append(None)
+    return out
+
+
+def list_processes(prog: Program) -> list[ProcessInfo]:
+    """Every process of the guest (thread-group leaders on init_task.tasks), in list order.
+
+    Raises GuestDataError if the task list itself cannot be walked; a process whose
+    optional details (namespaces, cgroup, credentials) cannot be read is still
+    listed, with the reasons in `problems`."""
+    raw = [_process_info(prog, task) for task in for_each_process(prog)]
+    try:
+        init_pidns = pid_ns_inum(prog["init_pid_ns"])
+    except (GuestDataError, SymbolError):
+        init_pidns = PROC_PID_INIT_INO
+    ids = container_ids(raw, init_pidns)
+    return [dataclasses.replace(p, container=c) for (p, _), c in zip(raw, ids, strict=True)]
