@@ -23,3 +23,34 @@ def recording():
         return made[key]
 
     return get
+
+
+def _cases() -> list[str]:
+    from corpus import kernels, workloads
+
+    return [f"{k}-{w}" for k in kernels.KERNELS for w in workloads.STANDARD]
+
+
+#: "<kernel>-<workload>" for every standard recording, for parametrizing with `golden`
+GOLDEN_CASES = _cases()
+#: one case per workload
+GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if c.startswith("6.1-")]
+
+
+@pytest.fixture
+def golden(request, recording):
+    """The golden images dir of the case named by indirect parametrization ("6.1-counter")."""
+    kernel, workload = request.param.split("-", 1)
+    return recording(kernel, workload).golden
+
+
+@pytest.fixture
+def golden_of(recording):
+    """golden_of(workload) -> the golden images dir of that workload on 6.1."""
+    return lambda workload: recording("6.1", workload).golden
+
+
+@pytest.fixture
+def all_golden(recording):
+    """Every standard golden images dir (recording any that is missing)."""
+    return [recording(*case.split("-", 1)).golden for case in GOLDEN_CASES]

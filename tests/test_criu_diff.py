@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
 
 from ovm_offline.criu import diff, images, pb, show
 from ovm_offline.criu.diff import IgnoreRule
@@ -16,22 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 mm_pb, files_pb = pb.criu_mm_pb2, pb.criu_files_pb2
 
 
-def golden_dirs() -> list[Path]:
-    # TODO(lead): switch to the `recording` fixture of tests/conftest.py.
-    return sorted(p for p in (ROOT / "corpus/cache/recordings").glob("*/golden") if any(p.glob("*.img")))
 
 
-GOLDEN = golden_dirs()
-needs_golden = pytest.mark.skipif(not GOLDEN, reason="no golden images recorded under corpus/cache/recordings")
+needs_golden = pytest.mark.guest  # records the corpus on first use
 
 
-def small_golden(*prefer: str) -> Path:
-    """A golden dir of one of the preferred workloads (first found), else the smallest one."""
-    for w in prefer:
-        for g in GOLDEN:
-            if g.parent.name.split("-", 1)[1].startswith(w + "-"):
-                return g
-    return min(GOLDEN, key=lambda g: sum(f.stat().st_size for f in g.iterdir()))
 
 
 @pytest.fixture
@@ -56,15 +46,15 @@ def only(res: diff.DiffResult) -> diff.Difference:
 
 
 @needs_golden
-@pytest.mark.parametrize("golden", GOLDEN, ids=[g.parent.name for g in GOLDEN])
+@pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_equals_itself(golden):
     res = diff.diff_dirs(golden, golden)
     assert res.same and not res.ignored and res.exit_status == 0, res.report()
 
 
 @needs_golden
-def test_changed_register_is_reported(copy):
-    src = small_golden("counter")
+def test_changed_register_is_reported(golden_of, copy):
+    src = golden_of("counter")
     ours = copy(src)
     pid = images.ImageDir(src).pids()[0]
     rewrite(ours, f"core-{pid}.img", lambda es: setattr(es[0].thread_info.gpregs, "ip", es[0].thread_info.gpregs.ip + 2))
@@ -75,8 +65,8 @@ def test_changed_register_is_reported(copy):
 
 
 @needs_golden
-def test_changed_page_byte_is_reported(copy):
-    src = small_golden("counter")
+def test_changed_page_byte_is_reported(golden_of, copy):
+    src = golden_of("counter")
     ours = copy(src)
     idir = images.ImageDir(src)
     pid = idir.pids()[0]
@@ -93,8 +83,8 @@ def test_changed_page_byte_is_reported(copy):
 
 
 @needs_golden
-def test_missing_and_extra_images_are_reported(copy):
-    src = small_golden("counter")
+def test_missing_and_extra_images_are_reported(golden_of, copy):
+    src = golden_of("counter")
     ours = copy(src)
     pid = images.ImageDir(src).pids()[0]
     (ours / f"fs-{pid}.img").unlink()
@@ -105,8 +95,8 @@ def test_missing_and_extra_images_are_reported(copy):
 
 
 @needs_golden
-def test_extra_fd_is_reported(copy):
-    src = small_golden("counter")
+def test_extra_fd_is_reported(golden_of, copy):
+    src = golden_of("counter")
     ours = copy(src)
     idir = images.ImageDir(src)
     pid = idir.pids()[0]
@@ -124,8 +114,8 @@ def test_extra_fd_is_reported(copy):
 
 @needs_golden
 @pytest.mark.parametrize("workload", ["pipetree", "filemap", "container", "ptyprog", "counter"])
-def test_renumbered_ids_are_no_difference(copy, workload):
-    src = small_golden(workload)
+def test_renumbered_ids_are_no_difference(golden_of, copy, workload):
+    src = golden_of(workload)
     ours = copy(src)
     idir = images.ImageDir(src)
     old_ids = sorted(e.id for e in idir.get(images.FILES).entries)
@@ -182,8 +172,8 @@ def _renumber_mm(mm, new):
 
 
 @needs_golden
-def test_pagemap_split_and_pages_renumbering_are_no_difference(copy):
-    src = small_golden("counter")
+def test_pagemap_split_and_pages_renumbering_are_no_difference(golden_of, copy):
+    src = golden_of("counter")
     ours = copy(src)
     idir = images.ImageDir(src)
     pid = idir.pids()[0]
@@ -205,8 +195,8 @@ def test_pagemap_split_and_pages_renumbering_are_no_difference(copy):
 
 
 @needs_golden
-def test_ignore_rules_apply_and_can_be_replaced(copy):
-    src = small_golden("counter")
+def test_ignore_rules_apply_and_can_be_replaced(golden_of, copy):
+    src = golden_of("counter")
     ours = copy(src)
     pid = images.ImageDir(src).pids()[0]
 
@@ -234,8 +224,8 @@ def test_ignore_rule_patterns():
 
 
 @needs_golden
-def test_cli_exit_status(copy, capsys):
-    src = small_golden("counter")
+def test_cli_exit_status(golden_of, copy, capsys):
+    src = golden_of("counter")
     assert diff.main([str(src), str(src)]) == 0
     ours = copy(src)
     (ours / "pstree.img").write_bytes(b"garbage!")
@@ -249,12 +239,12 @@ def test_cli_exit_status(copy, capsys):
 
 
 @needs_golden
-def test_show_renders_every_golden_dir():
-    for g in GOLDEN:
+def test_show_renders_every_golden_dir(all_golden):
+    for g in all_golden:
         text = show.show_dir(str(g))
         assert "== pstree.img" in text and "dump.log" not in text
         assert '"pages":' in text and '"sha256":' in text
-    assert show.main([str(GOLDEN[0]), "pstree.img"]) == 0
+    assert show.main([str(all_golden[0]), "pstree.img"]) == 0
 
 
 def test_show_cli_error_is_one_line(tmp_path, capsys):

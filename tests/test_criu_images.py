@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
 from google.protobuf import unknown_fields
 
 from ovm_offline.criu import images, pb, show
@@ -23,14 +24,9 @@ CRIT = Path("/usr/bin/crit")
 task_pb, mm_pb, files_pb = pb.criu_task_pb2, pb.criu_mm_pb2, pb.criu_files_pb2
 
 
-def golden_dirs() -> list[Path]:
-    # TODO(lead): switch to the `recording` fixture of tests/conftest.py.
-    return sorted(p for p in (ROOT / "corpus/cache/recordings").glob("*/golden") if any(p.glob("*.img")))
 
 
-GOLDEN = golden_dirs()
-GOLDEN_IDS = [p.parent.name for p in GOLDEN]
-needs_golden = pytest.mark.skipif(not GOLDEN, reason="no golden images recorded under corpus/cache/recordings")
+needs_golden = pytest.mark.guest  # records the corpus on first use
 needs_crit = pytest.mark.skipif(not CRIT.exists(), reason="crit (Debian package criu) is not installed")
 
 
@@ -66,7 +62,7 @@ def has_unknown_fields(msg) -> bool:
 
 
 @needs_golden
-@pytest.mark.parametrize("golden", GOLDEN, ids=GOLDEN_IDS)
+@pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_images_decode_fully_and_reencode_byte_identical(golden, tmp_path):
     for path in image_files(golden):
         img = images.read_image(path)
@@ -80,7 +76,7 @@ def test_golden_images_decode_fully_and_reencode_byte_identical(golden, tmp_path
 
 @needs_golden
 @needs_crit
-@pytest.mark.parametrize("golden", GOLDEN, ids=GOLDEN_IDS)
+@pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_images_decode_like_crit(golden):
     paths = image_files(golden)
     for path, theirs in zip(paths, crit_decode_all(paths, pretty=False)):
@@ -114,16 +110,11 @@ def pretty_mismatches(crit, ours, path: str) -> list[str]:
     return [f"{path}: crit {crit!r}, ours {ours!r}"]
 
 
-def distinct_workloads() -> list[Path]:
-    seen: dict[str, Path] = {}
-    for g in GOLDEN:
-        seen.setdefault(g.parent.name.rsplit("-", 1)[0], g)
-    return list(seen.values())
 
 
 @needs_golden
 @needs_crit
-@pytest.mark.parametrize("golden", distinct_workloads(), ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("golden", GOLDEN_WORKLOAD_CASES, indirect=True)
 def test_golden_images_show_like_crit_pretty(golden):
     paths = image_files(golden)
     problems = []
@@ -135,7 +126,7 @@ def test_golden_images_show_like_crit_pretty(golden):
 
 
 @needs_golden
-@pytest.mark.parametrize("golden", GOLDEN, ids=GOLDEN_IDS)
+@pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_pages_resolve_through_pagemap(golden):
     idir = images.ImageDir(golden)
     assert idir.pids()
