@@ -54,8 +54,11 @@ class Recording:
 
 
 def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
+    # only what shapes a recording (the workload's check function does not)
+    shape = (workload.name, workload.program, workload.args, workload.ram_mib, workload.root_key,
+             workload.settle_seconds)
     return cache.digest(
-        initramfs.build_key(kernel), repr(workload), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
+        initramfs.build_key(kernel), repr(shape), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
     )
 
 
