@@ -67,3 +67,20 @@ def locked(path: Path) -> Iterator[None]:
     with open(path.parent / f".{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def prune_siblings(path: Path) -> None:
+    """Remove entries of the same kind and name under other keys (older inputs): recordings
+    are over a GiB each, and a changed input would otherwise leave every old one on disk.
+    An entry another process holds the lock of is left alone."""
+    name = path.name.rsplit("-", 1)[0]
+    for sibling in path.parent.glob(f"{name}-*"):
+        if sibling == path or not sibling.is_dir() or sibling.name.rsplit("-", 1)[0] != name:
+            continue
+        with open(sibling.parent / f".{sibling.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(sibling, ignore_errors=True)
+        (sibling.parent / f".{sibling.name}.lock").unlink(missing_ok=True)

@@ -133,3 +133,4 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
         out.write(gzip.compress(archive.getvalue(), compresslevel=1, mtime=0))
     shutil.rmtree(path / "bin")
     cache.finish(path)
+    cache.prune_siblings(path)

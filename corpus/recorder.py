@@ -133,5 +133,6 @@ def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, i
     shutil.copyfile(work / "console.log", path / "console.log")
     shutil.rmtree(work)
     cache.finish(path)
+    cache.prune_siblings(path)
     log(f"recorded {workload.name} on {kernel_name} in {time.monotonic() - t0:.1f} s")
     return Recording(path)
