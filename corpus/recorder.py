@@ -18,7 +18,10 @@ from .workloads import Workload, get_workload
 HIGH_PID = 10000
 BOOT_TIMEOUT = 180
 DONE_TIMEOUT = 600
-RECORDER_FILES = [Path(__file__), Path(facts.__file__), Path(jobs.__file__)]
+# Bump when the recorder's own code changes what a recording holds (QEMU options, dump
+# formats, layout); the job scripts, the facts parser and the initramfs are keyed by content.
+RECORDING_FORMAT = 1
+RECORDER_FILES = [Path(facts.__file__)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +61,7 @@ def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
     shape = (workload.name, workload.program, workload.args, workload.ram_mib, workload.root_key,
              workload.settle_seconds)
     return cache.digest(
-        initramfs.build_key(kernel), repr(shape), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
+        str(RECORDING_FORMAT), initramfs.build_key(kernel), repr(shape), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
     )
 
 
