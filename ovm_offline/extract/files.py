@@ -1,0 +1,184 @@
+"""Open files and file-system context of a process, as CRIU sees them.
+
+`extract_files` walks the task's fd table into `Fd`s; fds that share one ``struct
+file`` (dup, fork) share one `OpenFile`, keyed by the file's address. Pass the same
+`cache` dict for every process of a tree to share them across processes too.
+`extract_fs` reads ``task->fs``.
+
+What is recorded, and where it differs from the raw kernel value on purpose:
+
+* `OpenFile.flags` is ``f_flags`` without O_CLOEXEC: close-on-exec is per fd
+  (`Fd.cloexec`, from the fdtable's close_on_exec bitmap), as CRIU keeps it.
+* `OpenFile.owner` is F_GETOWN_EX's view: ``pid_type`` is F_OWNER_TID/PID/PGRP, ``pid``
+  is the owner's number in the dumped tree's PID namespace; all zero when no owner is
+  set (as CRIU's parasite reports it). ``signum`` is the kernel's (CRIU leaves it 0).
+* `TtyState` holds what CRIU's tty ioctls return for the file: for a pty master the
+  termios, locked termios, window size, session and process group are the slave's (the
+  kernel answers them from tty->link); session and pgrp of a non-master tty are 0
+  unless it is the controlling tty of the task (TIOCGSID/TIOCGPGRP refuse otherwise).
+  ``rdev`` is the kernel's dev_t (MAJOR << 20 | MINOR), like FileIdentity.dev.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import GuestDataError
+from ..kernel import dcache
+from ..kernel.fdtable import (
+    O_CLOEXEC,
+    cloexec_fds,
+    file_flags,
+    file_inode_ptr,
+    file_kind,
+    file_owner,
+    file_pos,
+    files_fdtable,
+    for_each_file,
+    task_files,
+)
+from ..kernel.fs import fs_pwd, fs_root, fs_umask, task_fs
+from ..kernel.objects import Pointer, Struct
+from ..kernel.pid import pid_nr_ns, pid_type
+from ..kernel.tasks import task_pid
+from ..kernel.tty import (
+    TTY_EXCLUSIVE,
+    TTY_PTY_LOCK,
+    file_tty,
+    ktermios_values,
+    task_ctty,
+    tty_driver_name,
+    tty_index,
+    tty_is_pty,
+    tty_packet_mode,
+    tty_pair_get_tty,
+    tty_pgrp,
+    tty_session,
+    tty_test_flag,
+    tty_winsize,
+)
+from ..state import Fd, FileIdentity, FsState, OpenFile, Owner, TtyState
+
+if TYPE_CHECKING:
+    from ..kernel.memory import Program
+
+# include/uapi/asm-generic/fcntl.h: struct f_owner_ex types
+F_OWNER_TID = 0
+F_OWNER_PID = 1
+F_OWNER_PGRP = 2
+
+
+def extract_files(prog: "Program", task: Struct, pid_ns: Pointer | Struct, *,
+                  cache: dict[int, OpenFile] | None = None) -> list[Fd]:
+    """The open fds of a ``struct task_struct`` (its files_struct, shared by its threads),
+    ascending. `pid_ns` is the dumped tree's ``struct pid_namespace``: owner, session
+    and process-group numbers are given as seen there. `cache` maps file addresses to
+    OpenFiles already made (for other processes of the same tree) and is extended."""
+    files = task_files(task)
+    if files is None:
+        return []
+    fdt = files_fdtable(files)
+    cloexec = cloexec_fds(fdt)
+    if cache is None:
+        cache = {}
+    out: list[Fd] = []
+    for fd, file in for_each_file(files):
+        key = int(file)
+        of = cache.get(key)
+        if of is None:
+            of = open_file(prog, file, task, pid_ns)
+            cache[key] = of
+        out.append(Fd(fd=fd, file=of, cloexec=fd in cloexec))
+    return out
+
+
+def open_file(prog: "Program", file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> OpenFile:
+    """The `OpenFile` of one ``struct file *`` held by `task`."""
+    try:
+        kind = file_kind(file)
+        identity = dcache.file_identity(file)
+        of = OpenFile(key=int(file), kind=kind, identity=identity,
+                      flags=file_flags(file) & ~O_CLOEXEC, pos=file_pos(file),
+                      owner=file_owner_state(file, pid_ns))
+        if kind == "tty":
+            of.tty = tty_state(file, task, pid_ns)
+    except GuestDataError as e:
+        # Name the process and file: the kernel-side message alone does not say whose.
+        raise GuestDataError(f"pid {task_pid(task)}: struct file at 0x{int(file):x}: {e}") from None
+    return of
+
+
+def file_owner_state(file: Pointer, pid_ns: Pointer | Struct) -> Owner:
+    """F_GETOWN_EX / F_GETOWNER_UIDS state of a ``struct file``: zeros when no owner is
+    set or the owner is not visible in `pid_ns`."""
+    fown = file_owner(file)
+    if fown is None:
+        return Owner()
+    pid = pid_nr_ns(fown.pid, pid_ns) if fown.pid else 0
+    if not pid:
+        return Owner()
+    prog = file.prog_
+    ptype = fown.pid_type
+    f_owner_type = {pid_type(prog, "PIDTYPE_PID"): F_OWNER_TID, pid_type(prog, "PIDTYPE_TGID"): F_OWNER_PID,
+                    pid_type(prog, "PIDTYPE_PGID"): F_OWNER_PGRP}.get(ptype)
+    if f_owner_type is None:
+        raise GuestDataError(f"fown_struct at 0x{fown.address_:x} has impossible pid_type {ptype}")
+    return Owner(uid=fown.uid.val, euid=fown.euid.val, signum=fown.signum, pid_type=f_owner_type, pid=pid)
+
+
+def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState:
+    """What CRIU records of the tty a ``struct file *`` is open on, when `task` holds it
+    (see the module doc for which end of a pty each value comes from)."""
+    tty = file_tty(file)
+    inode = file_inode_ptr(file)
+    rdev = inode.i_rdev
+    real = tty_pair_get_tty(tty)
+    is_master = int(real) != int(tty)
+    termios, cc = ktermios_values(real.termios)
+    locked, cc_locked = ktermios_values(real.termios_locked)
+    sid = pgrp = 0
+    ctty = task_ctty(task)
+    if is_master or (ctty is not None and int(ctty) == int(tty)):
+        sid = pid_nr_ns(tty_session(real), pid_ns)
+        pgrp = pid_nr_ns(tty_pgrp(real), pid_ns)
+    pty = tty_is_pty(tty)
+    return TtyState(
+        index=tty_index(tty),
+        driver=tty_driver_name(tty, rdev),
+        rdev=rdev,
+        termios=termios,
+        cc=cc,
+        termios_locked=locked,
+        cc_locked=cc_locked,
+        winsize=tty_winsize(real),
+        sid=sid,
+        pgrp=pgrp,
+        # TIOCGPTLCK / TIOCGPKT answer from the end the file is on, and only for ptys.
+        locked=pty and tty_test_flag(tty, TTY_PTY_LOCK),
+        exclusive=tty_test_flag(tty, TTY_EXCLUSIVE),
+        packet_mode=pty and tty_packet_mode(tty),
+        uid=inode.i_uid.val,
+        gid=inode.i_gid.val,
+    )
+
+
+def path_identity(path: Struct) -> FileIdentity:
+    """The `FileIdentity` of a ``struct path`` (a directory such as cwd or root)."""
+    info = dcache.d_path_info(path)
+    dentry = path.dentry
+    inode = dentry.d_inode
+    if not inode:
+        raise GuestDataError(f"struct path at 0x{path.address_:x}: dentry 0x{int(dentry):x} has no inode")
+    return FileIdentity(path=info.path, dev=dcache.inode_sb_dev(inode), ino=dcache.inode_ino(inode),
+                        size=dcache.inode_size(inode), mode=dcache.inode_mode(inode), deleted=info.unlinked)
+
+
+def extract_fs(prog: "Program", task: Struct) -> FsState:
+    """cwd, root and umask of a ``struct task_struct`` (its fs_struct)."""
+    fs = task_fs(task)
+    if fs is None:
+        raise GuestDataError(f"pid {task_pid(task)} has no fs_struct (it has exited)")
+    try:
+        return FsState(cwd=path_identity(fs_pwd(fs)), root=path_identity(fs_root(fs)), umask=fs_umask(fs))
+    except GuestDataError as e:
+        raise GuestDataError(f"pid {task_pid(task)}: fs_struct at 0x{int(fs):x}: {e}") from None
