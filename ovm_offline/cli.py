@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 
 import click
 
@@ -108,8 +109,7 @@ def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, co
     from . import inventory
 
     with opened_source(source, live, qmp, mem) as src:
-        prog = inventory.open_kernel(src, symbol_dirs)
-        procs = inventory.list_processes(prog)
+        procs = inventory.list_processes(inventory_open_kernel(src, symbol_dirs))
     if no_kernel_threads:
         procs = [p for p in procs if not p.kthread]
     if container:
@@ -123,6 +123,51 @@ def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, co
         _print_tree(procs)
     else:
         _print_table([_ps_row(p) for p in procs], PS_COLUMNS)
+
+
+# --- dump ------------------------------------------------------------------------------------
+
+@cli.command()
+@source_options
+@click.option("--pid", "-t", "pid", type=int, required=True, help="Global PID of the process to save (with its descendants).")
+@click.option("--images-dir", "-D", "directory", type=click.Path(file_okay=False), required=True,
+              help="Where to write the images; must not exist or be empty.")
+@click.option("--force", is_flag=True, help="Replace a non-empty images directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
+def dump(source, live, qmp, mem, symbol_dirs, pid, directory, force, quiet) -> None:
+    """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
+
+    \b
+    ovm-offline dump guest.elf --pid 10000 -D images/
+    ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
+    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
+    """
+    from . import dump as dumping
+    from .output import check_target
+
+    check_target(Path(directory).absolute(), force)  # before pausing a live guest
+    with opened_source(source, live, qmp, mem) as src:
+        prog = inventory_open_kernel(src, symbol_dirs)
+        bar = None
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(desc="pages", unit="B", unit_scale=True, leave=False)
+        progress = (lambda done: bar.update(done - bar.n)) if bar else None
+        try:
+            summary = dumping.dump(src, prog, pid, directory, force=force, progress=progress)
+        finally:
+            if bar:
+                bar.close()
+    if not quiet:
+        for line in summary.lines():
+            click.echo(line, err=True)
+
+
+def inventory_open_kernel(src, symbol_dirs):
+    from . import inventory
+
+    return inventory.open_kernel(src, symbol_dirs)
 
 
 # --- convert, show, diff ---------------------------------------------------------------------

@@ -169,6 +169,7 @@ class ThreadState:
     creds: Credentials
     seccomp_mode: int
     syscall_restarted: bool = False  # registers were rewritten so the interrupted syscall restarts
+    pdeath_signal: int = 0  # prctl(PR_SET_PDEATHSIG); CRIU stores it only when nonzero
 
 
 # --- memory ----------------------------------------------------------------------------------
@@ -183,6 +184,8 @@ class FileIdentity:
     ino: int
     size: int
     mode: int
+    deleted: bool = False  # unlinked: `path` is where it was (no " (deleted)" suffix)
+    build_id: bytes | None = None  # NT_GNU_BUILD_ID of an ELF file, from the page cache
 
 
 @dataclasses.dataclass
@@ -207,6 +210,7 @@ class PageRun:
     vaddr: int
     paddr: int
     length: int
+    lazy: bool = False  # CRIU marks these pages PE_LAZY (anonymous private memory)
 
 
 @dataclasses.dataclass
@@ -222,7 +226,7 @@ class MmState:
     arg_end: int
     env_start: int
     env_end: int
-    auxv: list[int]  # (type, value) words up to and including AT_NULL
+    auxv: list[int]  # (type, value) words up to and including AT_NULL, at most 44 (CRIU's limit)
     exe_file: FileIdentity | None
     vmas: list[Vma]
     dumpable: int
@@ -260,6 +264,8 @@ class TtyState:
     locked: bool
     exclusive: bool
     packet_mode: bool
+    uid: int = 0  # owner of the tty's device inode (CRIU tty_info uid/gid)
+    gid: int = 0
 
 
 @dataclasses.dataclass

@@ -18,6 +18,7 @@ from ..state import REGISTER_NAMES, FileIdentity, FpuState, OpenFile, ProcessSta
 from . import images, pb
 
 T, X, M, F, N = pb.criu_task_pb2, pb.criu_x86_pb2, pb.criu_mm_pb2, pb.criu_files_pb2, pb.criu_ns_pb2
+C = pb.criu_common_pb2
 
 TASK_STATES = {"alive": 1, "dead": 2, "stopped": 3, "zombie": 6}
 NS_ORDER = ("pid", "net", "ipc", "uts", "time", "mnt", "user", "cgroup")
@@ -57,7 +58,7 @@ class FileTable:
     def __init__(self) -> None:
         self.entries: list = []
         self._by_key: dict[tuple, int] = {}
-        self.tty_infos: dict[int, TtyState] = {}  # tty_info id -> state
+        self.tty_infos: dict[int, tuple[TtyState, FileIdentity]] = {}  # tty_info id -> state, device node
 
     def _next_id(self) -> int:
         return len(self.entries) + 1
@@ -68,8 +69,9 @@ class FileTable:
         if key in self._by_key:
             return self._by_key[key]
         fid = self._next_id()
+        build_id = build_id or identity.build_id
         reg = F.reg_file_entry(id=fid, flags=flags, pos=pos, fown=_fown(owner), name=identity.path, mode=identity.mode)
-        if _has_size(identity):
+        if _has_size(identity, flags):
             reg.size = identity.size
         if build_id:
             reg.build_id.extend(struct.unpack(f"<{len(build_id) // 4}I", build_id[: len(build_id) // 4 * 4]))
@@ -86,7 +88,7 @@ class FileTable:
             self.entries.append(None)  # keep CRIU's order: the tty's id, then its path entry
             self._by_key[key] = fid
             regf = self.regular(f.identity, f.flags, f.pos, key=("tty-path", f.key))
-            info_id = self._tty_info_id(f.tty)
+            info_id = self._tty_info_id(f.tty, f.identity)
             self.entries[fid - 1] = F.file_entry(type=F.TTY, id=fid, tty=F.tty_file_entry(
                 id=fid, tty_info_id=info_id, flags=f.flags, fown=_fown(f.owner), regf_id=regf))
             return fid
@@ -96,21 +98,28 @@ class FileTable:
             raise UnsupportedError(f"cannot save open files of kind {f.kind!r} yet ({f.identity.path})")
         return self.regular(f.identity, f.flags, f.pos, key=key, owner=f.owner, build_id=f.build_id)
 
-    def _tty_info_id(self, tty: TtyState) -> int:
-        # CRIU numbers tty-info entries by pty index: master and slave of one pair differ
-        info_id = tty.index * 2 + (1 if tty.driver == "pty-slave" else 0)
-        self.tty_infos.setdefault(info_id, tty)
+    def _tty_info_id(self, tty: TtyState, node: FileIdentity) -> int:
+        # CRIU's tty_gen_id(): index << 1, plus 1 for a pty master
+        info_id = tty.index << 1 | (tty.driver == "pty-master")
+        self.tty_infos.setdefault(info_id, (tty, node))
         return info_id
 
 
-def _has_size(identity: FileIdentity) -> bool:
-    return (identity.mode & 0o170000) == 0o100000  # CRIU records the size of regular files only
+O_ACCMODE, O_WRONLY, O_APPEND = 0o3, 0o1, 0o2000
 
 
-def _fown(owner) -> "F.fown_entry":
+def _has_size(identity: FileIdentity, flags: int) -> bool:
+    """CRIU records (and restore checks) the size of regular files, except those opened
+    write-only for appending: logs may legitimately grow (CRIU's should_check_size)."""
+    if (identity.mode & 0o170000) != 0o100000:
+        return False
+    return not ((flags & O_ACCMODE) == O_WRONLY and flags & O_APPEND)
+
+
+def _fown(owner) -> "C.fown_entry":
     if owner is None:
-        return F.fown_entry(uid=0, euid=0, signum=0, pid_type=0, pid=0)
-    return F.fown_entry(uid=owner.uid, euid=owner.euid, signum=owner.signum, pid_type=owner.pid_type, pid=owner.pid)
+        return C.fown_entry(uid=0, euid=0, signum=0, pid_type=0, pid=0)
+    return C.fown_entry(uid=owner.uid, euid=owner.euid, signum=owner.signum, pid_type=owner.pid_type, pid=owner.pid)
 
 
 # --- per-task messages ------------------------------------------------------------------------
@@ -345,7 +354,7 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     put(images.FILES, files.entries)
     written.files = len(files.entries)
     if files.tty_infos:
-        put(images.TTY_INFO, [tty_info(i, t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
+        put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
     put(images.SECCOMP, [T.seccomp_entry()])
     put(images.TIMENS, [N.timens_entry(
         monotonic=N.timespec(tv_sec=dump.monotonic_ns // 10**9, tv_nsec=dump.monotonic_ns % 10**9),
@@ -354,21 +363,29 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     return written
 
 
-def tty_info(info_id: int, tty: TtyState) -> "F.tty_info_entry":
+def new_encode_dev(dev: int) -> int:
+    """stat()'s encoding of a kernel dev_t (major << 20 | minor), as CRIU records devices."""
+    major, minor = dev >> 20, dev & 0xFFFFF
+    return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
+
+
+def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> "F.tty_info_entry":
     def termios(flags: list[int], cc: bytes) -> "F.termios_entry":
         # CRIU memcpy()s the NCCS=19 c_cc bytes into the front of its 19-word array; the words
         # after the fifth are whatever its stack held (the diff ignores them)
         packed = list(struct.unpack("<5I", cc[:TERMIOS_NCC].ljust(20, b"\0")))
+        # CRIU's TCGETS fills glibc's struct termios, whose speed fields stay 0
         return F.termios_entry(c_iflag=flags[0], c_oflag=flags[1], c_cflag=flags[2], c_lflag=flags[3],
-                               c_line=flags[4], c_ispeed=flags[5], c_ospeed=flags[6],
+                               c_line=flags[4], c_ispeed=0, c_ospeed=0,
                                c_cc=packed + [0] * (TERMIOS_NCC - len(packed)))
 
     entry = F.tty_info_entry(
         id=info_id, type=F.PTY, locked=tty.locked, exclusive=tty.exclusive, packet_mode=tty.packet_mode,
-        sid=tty.sid, pgrp=tty.pgrp, rdev=tty.rdev, termios=termios(tty.termios, tty.cc),
+        sid=tty.sid, pgrp=tty.pgrp, rdev=new_encode_dev(tty.rdev), termios=termios(tty.termios, tty.cc),
         termios_locked=termios(tty.termios_locked, tty.cc_locked),
         winsize=F.winsize_entry(ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2],
                                 ws_ypixel=tty.winsize[3]),
     )
     entry.pty.index = tty.index
+    entry.dev, entry.uid, entry.gid = new_encode_dev(node.dev), tty.uid, tty.gid
     return entry

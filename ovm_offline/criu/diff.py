@@ -64,6 +64,11 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
     IgnoreRule("core.tc.timers.posix[*].vsec", "posix timer time remaining depends on the instant of the dump"),
     IgnoreRule("core.tc.timers.posix[*].vnsec", "posix timer time remaining depends on the instant of the dump"),
     IgnoreRule("core.tc.timers.posix[*].overrun", "overrun count keeps growing while the timer runs"),
+    IgnoreRule("pagemap.pages.rseq_cpu_id", "the kernel rewrites rseq cpu_id_start/cpu_id when criu's parasite "
+               "runs the task on another CPU; a memory snapshot keeps the values of the moment"),
+    *(IgnoreRule(f"tty-info.{t}.c_cc[{i}]", "criu copies the 19 c_cc bytes into the front of its 19-word array; "
+                 "the later words are whatever its memory held")
+      for t in ("termios", "termios_locked") for i in range(5, 19)),
     IgnoreRule("timens", "CLOCK_MONOTONIC/BOOTTIME readings taken at dump time, from which restore derives the offsets"),
     IgnoreRule("pagemap.head.pages_id", "names pages-N.img, a dump-local counter; pages are compared by content"),
 )
@@ -390,9 +395,41 @@ def _summary(entry: Any) -> Any:
     return entry if entry is ABSENT else show.render(entry, width=10_000)
 
 
+RSEQ_CPU_ID_BYTES = 8  # struct rseq: u32 cpu_id_start, u32 cpu_id
+
+
+def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
+    """[start, end) of every thread's rseq cpu_id fields: the kernel rewrites them whenever the
+    task returns to user space on another CPU, which criu's parasite code makes it do."""
+    threads = [pid]
+    try:
+        for e in idir.get(images.PSTREE).entries:
+            if e.pid == pid:
+                threads = list(e.threads) or [pid]
+    except (OvmError, OSError, KeyError):
+        pass
+    windows = []
+    for tid in threads:
+        try:
+            core = idir.entry(images.CORE, tid)
+        except (OvmError, OSError, KeyError):
+            continue
+        if core.HasField("thread_core") and core.thread_core.HasField("rseq_entry"):
+            start = core.thread_core.rseq_entry.rseq_abi_pointer
+            if start:
+                windows.append((start, start + RSEQ_CPU_ID_BYTES))
+    return windows
+
+
+def _only_in(vaddr: int, a: bytes, b: bytes, windows: list[tuple[int, int]]) -> bool:
+    """Whether every byte where pages `a` and `b` (at `vaddr`) differ lies in `windows`."""
+    return all(any(lo <= vaddr + i < hi for lo, hi in windows) for i in range(len(a)) if a[i] != b[i])
+
+
 def _compare_pages(c: _Collector, cname: str, pid: int, ours: ImageDir, theirs: ImageDir) -> None:
     po = {p.vaddr: p for p in ours.pages(pid)}
     path = "pagemap.pages"
+    rseq = _rseq_cpu_id_windows(theirs, pid)
     for p in theirs.pages(pid):
         o = po.pop(p.vaddr, None)
         label = f"0x{p.vaddr:x}"
@@ -402,7 +439,9 @@ def _compare_pages(c: _Collector, cname: str, pid: int, ours: ImageDir, theirs: 
         if o.flags != p.flags:
             c.add(cname, label, "pagemap.pages.flags", _pflags(o.flags), _pflags(p.flags))
         if o.data != p.data:
-            c.add(cname, label, "pagemap.pages.data", *_first_difference(o.data, p.data))
+            rseq_only = o.data is not None and p.data is not None and _only_in(p.vaddr, o.data, p.data, rseq)
+            what = "pagemap.pages.rseq_cpu_id" if rseq_only else "pagemap.pages.data"
+            c.add(cname, label, what, *_first_difference(o.data, p.data))
     for o in po.values():
         c.add(cname, f"0x{o.vaddr:x}", path, _page_summary(o), ABSENT)
 

@@ -1,0 +1,81 @@
+"""Benchmark `ovm-offline dump`, as ratios against baselines measured in the same run.
+
+    python bench/bench_dump.py [--kernel 6.1] [--workloads memhog-0,memhog-64,memhog-1024]
+
+For each memhog recording (recorded on first use; memhog-1024 needs a ~3 GiB guest):
+  * whole dump (fresh process, warm symbol cache) vs `cp` of a file as large as pages-1.img;
+  * peak RSS of the dumping process (it must not grow with the process's size);
+and for memhog-64 the whole dump vs Volatility's `linux.proc.Maps --dump` of the same process.
+memhog-0 gives the fixed cost of dumping a process with almost no memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from corpus.recorder import record  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed(cmd: list[str], **kw) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of a child process."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.monotonic() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-500:]}")
+    return elapsed, usage.ru_maxrss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernel", default="6.1")
+    ap.add_argument("--workloads", default="memhog-0,memhog-64,memhog-1024")
+    ap.add_argument("--no-vol", action="store_true", help="skip the Volatility comparison")
+    args = ap.parse_args()
+    print(f"{'workload':<12} {'pages MiB':>9} {'dump s':>7} {'cp s':>6} {'dump/cp':>8} {'peak RSS MiB':>12}")
+    with tempfile.TemporaryDirectory(prefix="ovm-bench-", dir=REPO / "corpus" / "cache") as tmp:
+        tmp = Path(tmp)
+        for name in args.workloads.split(","):
+            rec = record(args.kernel, name, log=lambda m: print(m, file=sys.stderr))
+            pid = rec.manifest["root_pid"]
+            out = tmp / f"{name}-images"
+            cmd = [sys.executable, "-m", "ovm_offline.cli", "dump", str(rec.elf), "--pid", str(pid), "-D", str(out), "-q"]
+            timed(cmd + ["--force"])  # warm the symbol cache and the page cache of the dump
+            dump_s, rss = timed(cmd + ["--force"])
+            pages = out / "pages-1.img"
+            size = pages.stat().st_size
+            copy_src = tmp / "cp-src"
+            shutil.copyfile(pages, copy_src)
+            cp_s, _ = timed(["cp", str(copy_src), str(tmp / "cp-dst")])
+            for p in (copy_src, tmp / "cp-dst"):
+                p.unlink()
+            print(f"{name:<12} {size / 2**20:>9.1f} {dump_s:>7.2f} {cp_s:>6.2f} {dump_s / max(cp_s, 1e-3):>8.1f} {rss / 1024:>12.1f}")
+            if name == "memhog-64" and not args.no_vol and shutil.which("vol"):
+                vol_dir = tmp / "vol"
+                vol_dir.mkdir()
+                vol_cmd = ["vol", "-q", "-s", str(REPO / "symbols"), "-o", str(vol_dir), "-f", str(rec.elf),
+                           "linux.proc.Maps", "--pid", str(pid), "--dump"]
+                timed(vol_cmd)  # Volatility's own cache warm-up
+                shutil.rmtree(vol_dir)
+                vol_dir.mkdir()
+                vol_s, vol_rss = timed(vol_cmd)
+                print(f"  vs vol linux.proc.Maps --dump: {vol_s:.2f} s (peak RSS {vol_rss / 1024:.0f} MiB): "
+                      f"ovm-offline dump is {vol_s / dump_s:.1f}x faster")
+            shutil.rmtree(out)
+    print(f"(resource limits: {resource.getrlimit(resource.RLIMIT_AS)})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""`ovm-offline dump`: a process (and the tree below it) from guest memory to CRIU images.
+
+Kernel side: find the task, check it can be saved, extract its state (ovm_offline.extract).
+CRIU side: write the images (ovm_offline.criu.build) into a temporary directory that replaces
+the target only when complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Callable
+
+from .criu import build
+from .errors import GuestDataError, OvmError, UnsupportedError
+from .extract.buildid import attach_build_ids
+from .extract.files import extract_files, extract_fs
+from .extract.mm import extract_mm
+from .extract.pages import PagesStats, write_pages
+from .extract.task import extract_task_common
+from .kernel import timekeeping
+from .kernel.cgroup import task_cgroup_path
+from .kernel.list import list_for_each_entry
+from .kernel.memory import Program
+from .kernel.nsproxy import task_namespaces
+from .kernel.pid import task_active_pid_ns
+from .kernel.tasks import for_each_process, is_kthread, task_comm
+from .output import atomic_directory
+from .sources.base import PhysicalSource
+from .state import NamespaceIds, ProcessState
+
+MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
+EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
+
+
+class NoSuchProcess(OvmError):
+    exit_code = 7
+
+
+@dataclasses.dataclass
+class DumpSummary:
+    pid: int
+    comm: str
+    processes: int
+    threads: int
+    images: int
+    pages: int
+    page_bytes: int
+    files: int
+    swapped_pages: int
+    zero_pages: int
+    seconds: float
+    directory: Path
+
+    def lines(self) -> list[str]:
+        return [
+            f"dumped pid {self.pid} ({self.comm}): {self.processes} process(es), {self.threads} thread(s)",
+            f"wrote {self.images} images to {self.directory}: {self.pages} pages ({self.page_bytes / 2**20:.1f} MiB), "
+            f"{self.files} file entries, in {self.seconds:.2f} s",
+        ] + ([f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
+             if self.swapped_pages else [])
+
+
+def find_task(prog: Program, pid: int):
+    """The thread-group leader ``struct task_struct`` with global PID `pid`."""
+    for task in for_each_process(prog):
+        if task.pid == pid:
+            return task
+    raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
+
+
+def check_dumpable(task) -> None:
+    pid, comm = task.pid, task_comm(task)
+    if is_kthread(task):
+        raise UnsupportedError(f"PID {pid} ({comm}) is a kernel thread; only user processes can be dumped")
+    if task.exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
+        raise UnsupportedError(f"PID {pid} ({comm}) is a zombie; there is nothing left to restore")
+    if not task.mm:
+        raise UnsupportedError(f"PID {pid} ({comm}) has no memory map")
+
+
+def process_tree(prog: Program, root) -> list:
+    """`root` and its descendants (``task_struct.children``), parents before children."""
+    order, queue, seen = [], [root], set()
+    while queue:
+        task = queue.pop(0)
+        if task.address_ in seen:
+            raise GuestDataError(f"process tree below PID {root.pid} loops at PID {task.pid}")
+        seen.add(task.address_)
+        order.append(task)
+        if len(order) > MAX_TREE:
+            raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
+        queue.extend(list_for_each_entry(prog, "task_struct", task.children.address_of_(), "sibling",
+                                         name=f"children of PID {task.pid}"))
+    return order
+
+
+def namespace_ids(task) -> NamespaceIds:
+    ns = task_namespaces(task)
+    return NamespaceIds(pid=ns.pid_for_children or ns.pid, net=ns.net, ipc=ns.ipc, uts=ns.uts, mnt=ns.mnt,
+                        user=ns.user, cgroup=ns.cgroup, time=ns.time)
+
+
+def extract_process(prog: Program, task, pid_ns, file_cache: dict) -> ProcessState:
+    common = extract_task_common(prog, task, pid_ns)
+    mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads])
+    fds = extract_files(prog, task, pid_ns, cache=file_cache)
+    for fd in fds:
+        if fd.file.kind not in build.FD_TYPES or fd.file.kind not in ("reg", "tty"):
+            raise UnsupportedError(
+                f"PID {common.global_pid} ({common.comm}) fd {fd.fd} is a {fd.file.kind} "
+                f"({fd.file.identity.path}); ovm-offline cannot save those yet")
+    proc = ProcessState(
+        **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),
+        cgroup=task_cgroup_path(task) or "/", mm_key=int(task.mm), files_key=int(task.files), fs_key=int(task.fs),
+    )
+    attach_build_ids(prog, task, proc)
+    return proc
+
+
+def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path, *, force: bool = False,
+         progress: Callable[[int], None] | None = None) -> DumpSummary:
+    """Save process `pid` (global PID) and its descendants as CRIU images in `directory`."""
+    started = time.monotonic()
+    root = find_task(prog, pid)
+    tree = process_tree(prog, root)
+    for task in tree:
+        check_dumpable(task)
+    pid_ns = task_active_pid_ns(root)
+    file_cache: dict = {}
+    processes = [extract_process(prog, task, pid_ns, file_cache) for task in tree]
+    processes[0].ppid = 0  # the dumped tree's root has no parent in the images
+    dump_set = build.DumpSet(
+        processes=processes, root_namespaces=namespace_ids(prog["init_task"]),
+        monotonic_ns=timekeeping.ktime_get_ns(prog), boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
+    )
+    stats = PagesStats()
+
+    def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
+        with open(path, "wb") as out:
+            runs = write_pages(source, proc.mm, out, stats)
+        if progress:
+            progress(stats.bytes)
+        return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
+
+    with atomic_directory(directory, force) as tmp:
+        written = build.write_dump(dump_set, tmp, pages_writer)
+    return DumpSummary(
+        pid=pid, comm=processes[0].comm, processes=len(processes), threads=sum(len(p.threads) for p in processes),
+        images=written.images, pages=stats.pages, page_bytes=stats.bytes, files=written.files,
+        swapped_pages=sum(p.mm.swapped_pages for p in processes), zero_pages=sum(p.mm.zero_pages for p in processes),
+        seconds=time.monotonic() - started, directory=Path(directory),
+    )

@@ -1,0 +1,122 @@
+"""`ovm-offline dump`: images from guest memory that `criu restore` continues and that match
+`criu dump`'s own, from every source, on both kernels."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corpus import kernels
+from corpus.restore import restore
+from ovm_offline.criu import images
+from ovm_offline.criu.diff import diff_dirs
+
+KERNELS = list(kernels.KERNELS)
+SINGLE = ["counter", "memhog-0", "memhog-64", "filemap", "ptyprog"]
+CRIT = Path("/usr/bin/crit")
+pytestmark = pytest.mark.guest
+
+
+def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def dump_from(source: Path, pid: int, out: Path) -> Path:
+    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"dumped pid {pid}" in result.stderr and "pages" in result.stderr
+    return out
+
+
+def tree_digest(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def dumped(recording, tmp_path_factory):
+    """dumped(kernel, workload) -> our images from the ELF dump (made once per module)."""
+    made: dict[tuple[str, str], Path] = {}
+
+    def get(kernel: str, workload: str) -> Path:
+        if (kernel, workload) not in made:
+            rec = recording(kernel, workload)
+            out = tmp_path_factory.mktemp(f"{kernel}-{workload}") / "images"
+            made[(kernel, workload)] = dump_from(rec.elf, rec.manifest["root_pid"], out)
+        return made[(kernel, workload)]
+
+    return get
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("workload", SINGLE)
+def test_images_match_criu_dump_of_the_same_process(recording, dumped, kernel, workload):
+    rec = recording(kernel, workload)
+    result = diff_dirs(dumped(kernel, workload), rec.golden)
+    assert result.same, result.report()
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("workload", SINGLE)
+def test_every_source_gives_byte_identical_images(recording, dumped, tmp_path, kernel, workload):
+    rec = recording(kernel, workload)
+    reference = tree_digest(dumped(kernel, workload))
+    for name, source in {**rec.kdumps, "live": rec.live_dir}.items():
+        out = dump_from(source, rec.manifest["root_pid"], tmp_path / name)
+        assert tree_digest(out) == reference, f"{name} differs from the ELF dump's images"
+
+
+@pytest.mark.skipif(not CRIT.exists(), reason="crit (Debian package criu) is not installed")
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("workload", SINGLE)
+def test_crit_decodes_every_image_we_write(dumped, kernel, workload):
+    for path in sorted(dumped(kernel, workload).iterdir()):
+        if images.kind_for_filename(path.name) in (None, images.PAGES):
+            continue
+        result = subprocess.run([str(CRIT), "decode", "-i", str(path)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"crit decode {path.name}: {result.stderr.strip()[-500:]}"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("workload", SINGLE)
+def test_criu_restore_of_our_images_passes_the_workload_check(recording, dumped, kernel, workload):
+    rec = recording(kernel, workload)
+    result = restore(rec, dumped(kernel, workload), log=lambda m: None)
+    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
+
+
+def one_line_error(result: subprocess.CompletedProcess, needle: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+def test_refusals_leave_no_output_directory(recording, tmp_path):
+    rec = recording("6.1", "counter")
+    out = tmp_path / "out"
+    one_line_error(ovm("dump", str(rec.elf), "--pid", "4242", "-D", str(out)), "no process with PID 4242")
+    assert not out.exists()
+    one_line_error(ovm("dump", str(rec.elf), "--pid", "2", "-D", str(out)), "kernel thread")
+    assert not out.exists()
+    out.mkdir()
+    (out / "keep").write_text("x")
+    one_line_error(ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out)), "not empty")
+    assert (out / "keep").read_text() == "x"
+    assert list(tmp_path.iterdir()) == [out], "a partial directory was left behind"
+
+
+def test_force_replaces_and_an_empty_directory_is_used(recording, tmp_path):
+    rec = recording("6.1", "counter")
+    out = tmp_path / "out"
+    out.mkdir()
+    dump_from(rec.elf, 10000, out)
+    first = tree_digest(out)
+    (out / "stale.img").write_text("x")
+    result = ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out), "--force")
+    assert result.returncode == 0, result.stderr
+    assert tree_digest(out) == first
