@@ -1,0 +1,500 @@
+"""The memory of a process as CRIU 3.17 records it: VMAs, mm fields, and the pages to save.
+
+`extract_mm(prog, task)` reads ``task->mm`` into an `MmState`. VMAs are what
+/proc/PID/smaps shows and CRIU's parse_smaps turns into vma_entry: prot from
+VM_READ/WRITE/EXEC; MAP_SHARED for VM_MAYSHARE (the maps "s"), else MAP_PRIVATE;
+MAP_ANONYMOUS without a file; MAP_GROWSDOWN/LOCKED/NORESERVE/HUGETLB and the madvise
+bits from the VmFlags letters CRIU understands (gd lo nr ht; sr rr dc dd mg hg nh);
+pgoff in bytes for file mappings (0 for anonymous ones, as maps prints it); kind from
+the maps name ([vdso], [vvar], [heap], [stack], [vsyscall]).
+
+Which pages CRIU saves (criu/mem.c should_dump_page over /proc/PID/pagemap), for
+"private" VMAs only (regular, anonymous or file-backed private, below TASK_SIZE):
+
+* [vdso]: every page, present or not; [vvar]: none.
+* private file mappings: only pages that are anonymous (COW'd: PageAnon); page-cache
+  pages (pagemap PM_FILE) are left to the file. A VMA without anon_vma has none.
+* otherwise every present page except the zero page (kdat.zero_page_pfn); swapped-out
+  pages too, which a memory snapshot cannot read: they are counted in swapped_pages.
+* PE_LAZY for anonymous private VMAs (not vdso/vsyscall/locked/hugetlb), unless a
+  thread's stack pointer is page-aligned: CRIU 3.17's is_stack() tests
+  ``!((sp ^ vaddr) & ~PAGE_MASK)``, i.e. the page offset of sp is 0, and then no page
+  of the process is lazy.
+
+Two artefacts of CRIU's own dump are reproduced so images equal golden ones
+(`criu_compat`): compel injects its syscall at the first executable VMA (find_executable_area)
+with ptrace pokes and restores the bytes, which COWs that first page into an anonymous
+page, so CRIU saves it (same bytes as the file page). And the huge zero page is saved
+like any page, because CRIU 3.17 compares pfns only with the 4 KiB zero page's: pass
+`skip_huge_zero=True` to leave those 512-page stretches of zeros out (equivalent on
+restore, where a missing private page reads as zeros).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
+
+from ..errors import GuestDataError, UnsupportedError
+from ..kernel import dcache
+from ..kernel.mm import (
+    VM_DONTCOPY,
+    VM_DONTDUMP,
+    VM_EXEC,
+    VM_GROWSDOWN,
+    VM_HUGEPAGE,
+    VM_HUGETLB,
+    VM_IO,
+    VM_LOCKED,
+    VM_MAYSHARE,
+    VM_MERGEABLE,
+    VM_NOHUGEPAGE,
+    VM_NORESERVE,
+    VM_PFNMAP,
+    VM_RAND_READ,
+    VM_READ,
+    VM_SEQ_READ,
+    VM_WRITE,
+    for_each_vma,
+    gate_vma,
+    huge_zero_pfn,
+    mm_dumpable,
+    mm_exe_file,
+    mm_page_tables,
+    mm_saved_auxv,
+    mm_thp_disabled,
+    mm_vdso_image,
+    mmap_write_owner,
+    page_cache_pfn,
+    pages_anon,
+    vma_file,
+    vma_flags,
+    vma_is_heap,
+    vma_is_initial_stack,
+    vma_special_mapping_name,
+    zero_page_pfn,
+)
+from ..kernel.objects import Pointer, Struct
+from ..kernel.paging import PAGE_SIZE, PTE_PRESENT, NonPresent, Run
+from ..kernel.tasks import task_comm
+from ..state import FileIdentity, MmState, PageRun, Vma
+
+if TYPE_CHECKING:
+    from ..kernel.memory import Program
+
+# include/uapi/asm-generic/mman-common.h, arch/x86/include/uapi/asm/mman.h
+PROT_READ = 0x1
+PROT_WRITE = 0x2
+PROT_EXEC = 0x4
+MAP_SHARED = 0x01
+MAP_PRIVATE = 0x02
+MAP_ANONYMOUS = 0x20
+MAP_GROWSDOWN = 0x0100
+MAP_LOCKED = 0x2000
+MAP_NORESERVE = 0x4000
+MAP_HUGETLB = 0x40000
+MADV_RANDOM = 1
+MADV_SEQUENTIAL = 2
+MADV_DONTFORK = 10
+MADV_MERGEABLE = 12
+MADV_HUGEPAGE = 14
+MADV_NOHUGEPAGE = 15
+MADV_DONTDUMP = 16
+
+# criu/include/image.h VMA_AREA_* (vma_entry.status)
+VMA_AREA_REGULAR = 1 << 0
+VMA_AREA_STACK = 1 << 1
+VMA_AREA_VSYSCALL = 1 << 2
+VMA_AREA_VDSO = 1 << 3
+VMA_AREA_HEAP = 1 << 5
+VMA_FILE_PRIVATE = 1 << 6
+VMA_FILE_SHARED = 1 << 7
+VMA_ANON_SHARED = 1 << 8
+VMA_ANON_PRIVATE = 1 << 9
+VMA_AREA_VVAR = 1 << 12
+
+# include/linux/fs.h f_mode
+FMODE_READ = 0x1
+FMODE_WRITE = 0x2
+
+#: CRIU 3.17 x86 AT_VECTOR_SIZE: it reads at most this many auxv words (6.12 has more,
+#: so its AT_NULL pair is cut off) and restore refuses an image with more.
+CRIU_AUXV_WORDS = 44
+
+# (VM flag, MADV bit) in the order CRIU's __parse_vmflags matches VmFlags letters.
+_MADV_BITS = (
+    (VM_SEQ_READ, MADV_SEQUENTIAL),  # sr
+    (VM_RAND_READ, MADV_RANDOM),  # rr
+    (VM_DONTCOPY, MADV_DONTFORK),  # dc
+    (VM_DONTDUMP, MADV_DONTDUMP),  # dd
+    (VM_MERGEABLE, MADV_MERGEABLE),  # mg
+    (VM_HUGEPAGE, MADV_HUGEPAGE),  # hg
+    (VM_NOHUGEPAGE, MADV_NOHUGEPAGE),  # nh
+)
+_MAP_BITS = (
+    (VM_GROWSDOWN, MAP_GROWSDOWN),  # gd
+    (VM_LOCKED, MAP_LOCKED),  # lo
+    (VM_NORESERVE, MAP_NORESERVE),  # nr
+    (VM_HUGETLB, MAP_HUGETLB),  # ht
+)
+
+
+# ------------------------------------------------------------------------- VMAs
+
+def vm_prot(flags: int) -> int:
+    """PROT_* of vm_flags (the rwx of /proc/PID/maps)."""
+    return (PROT_READ if flags & VM_READ else 0) | (PROT_WRITE if flags & VM_WRITE else 0) | \
+        (PROT_EXEC if flags & VM_EXEC else 0)
+
+
+def vm_madvise(flags: int) -> int:
+    """The madvise bits (1 << MADV_x) CRIU records for vm_flags."""
+    out = 0
+    for vm, madv in _MADV_BITS:
+        if flags & vm:
+            out |= 1 << madv
+    return out
+
+
+def vm_map_flags(flags: int, anonymous: bool) -> int:
+    """MAP_* CRIU records for vm_flags: shared/private from VM_MAYSHARE, anonymous when
+    no file backs the VMA, and the VmFlags-derived gd/lo/nr/ht bits."""
+    out = MAP_SHARED if flags & VM_MAYSHARE else MAP_PRIVATE
+    if anonymous:
+        out |= MAP_ANONYMOUS
+    for vm, mp in _MAP_BITS:
+        if flags & vm:
+            out |= mp
+    return out
+
+
+def file_open_flags(file: Pointer) -> int:
+    """The fdflags CRIU records for a mapped file: O_RDONLY/O_WRONLY/O_RDWR from the
+    file's f_mode, as the mode of its /proc/PID/map_files link shows it."""
+    mode = file.f_mode
+    r, w = bool(mode & FMODE_READ), bool(mode & FMODE_WRITE)
+    if r and w:
+        return os.O_RDWR
+    if w:
+        return os.O_WRONLY
+    return os.O_RDONLY
+
+
+def vma_to_state(vma: Struct, mm: Struct) -> Vma:
+    """Convert one ``struct vm_area_struct`` to the `Vma` CRIU's parse_smaps would make."""
+    flags = vma_flags(vma)
+    start, end = vma.vm_start, vma.vm_end
+    prot = vm_prot(flags)
+    f = vma_file(vma)
+    ident: FileIdentity | None = None
+    file_flags = 0
+    if f is not None:
+        ident = dcache.file_identity(f)
+        file_flags = file_open_flags(f)
+        kind = "file"
+    else:
+        special = vma_special_mapping_name(vma)
+        # handle_vdso_vma/handle_vvar_vma: the status only while the protection is intact.
+        if special == "[vdso]" and prot & (PROT_READ | PROT_EXEC) == PROT_READ | PROT_EXEC:
+            kind = "vdso"
+        elif special is not None and special.startswith("[vvar") and prot & PROT_READ:
+            kind = "vvar"  # 6.13+ adds "[vvar_vclock]"; 6.1 and 6.12 have one "[vvar]"
+        elif special is not None:
+            kind = "anon"
+        elif vma_is_heap(vma, mm):
+            kind = "heap"
+        elif vma_is_initial_stack(vma, mm):
+            kind = "stack"
+        else:
+            kind = "anon"
+    shared = bool(flags & VM_MAYSHARE)
+    if flags & (VM_IO | VM_PFNMAP) and kind != "vvar" and not (f is not None and shared):
+        raise UnsupportedError(f"VMA 0x{start:x}-0x{end:x} is VM_IO/VM_PFNMAP (a device mapping):"
+                               " CRIU cannot dump it")
+    return Vma(
+        start=start,
+        end=end,
+        pgoff=(vma.vm_pgoff << 12) if f is not None else 0,
+        prot=prot,
+        flags=vm_map_flags(flags, anonymous=f is None),
+        kind=kind,
+        file=ident,
+        file_flags=file_flags,
+        madvise=vm_madvise(flags),
+        shared=shared,
+    )
+
+
+def vsyscall_vma(mm: Struct) -> Vma | None:
+    """The [vsyscall] entry CRIU records from /proc/PID/maps when the kernel emulates
+    vsyscalls (the gate VMA is no VMA of the mm); None on kernels booted without it."""
+    g = gate_vma(mm)
+    if g is None:
+        return None
+    return Vma(start=g.start, end=g.end, pgoff=0, prot=vm_prot(g.flags),
+               flags=MAP_PRIVATE | MAP_ANONYMOUS, kind="vsyscall")
+
+
+def criu_vma_status(v: Vma) -> int:
+    """The vma_entry.status CRIU 3.17 gives a VMA of this kind (see criu-images.md):
+    anon 0x201, heap 0x221, private file 0x41, vdso 0x209, vvar 0x1201, vsyscall 0x204.
+    CRIU sets no VMA_AREA_STACK for [stack]: it is plain anonymous memory there."""
+    if v.kind == "vsyscall":
+        return VMA_AREA_VSYSCALL | VMA_ANON_PRIVATE
+    status = VMA_AREA_REGULAR
+    if v.kind == "file":
+        return status | (VMA_FILE_SHARED if v.shared else VMA_FILE_PRIVATE)
+    status |= VMA_ANON_SHARED if v.shared else VMA_ANON_PRIVATE
+    if v.kind == "heap":
+        status |= VMA_AREA_HEAP
+    elif v.kind == "vdso":
+        status |= VMA_AREA_VDSO
+    elif v.kind == "vvar":
+        status |= VMA_AREA_VVAR
+    return status
+
+
+def criu_dumps_pages_of(v: Vma, task_size: int) -> bool:
+    """vma_entry_is_private: regular, private anonymous or private file, below TASK_SIZE."""
+    return not v.shared and v.kind != "vsyscall" and v.end <= task_size
+
+
+def criu_lazy_allowed(thread_sps: Iterable[int]) -> bool:
+    """False when CRIU 3.17's is_stack() holds for every page: it tests
+    ``!((sp ^ vaddr) & ~PAGE_MASK)`` (meant: same page; does: sp's page offset is 0), so
+    a thread whose stack pointer is page-aligned makes no page of the process lazy."""
+    return not any(sp & (PAGE_SIZE - 1) == 0 for sp in thread_sps)
+
+
+def criu_can_be_lazy(v: Vma) -> bool:
+    """vma_entry_can_be_lazy: private anonymous, not locked, vdso, vsyscall or hugetlb."""
+    return bool(v.flags & MAP_ANONYMOUS and v.flags & MAP_PRIVATE and not v.flags & (MAP_LOCKED | MAP_HUGETLB)
+                and v.kind not in ("vdso", "vsyscall"))
+
+
+# ------------------------------------------------------------------------- pages
+
+class _Counters:
+    __slots__ = ("swapped", "zero")
+
+    def __init__(self) -> None:
+        self.zero = 0
+        self.swapped = 0
+
+
+def _cut(runs: Iterable[tuple[int, int, int]], lo: int, hi: int) -> Iterator[tuple[int, int, int]]:
+    """Remove physical range [lo, hi) from (vaddr, paddr, length) runs."""
+    for v, p, n in runs:
+        if p + n <= lo or p >= hi:
+            yield v, p, n
+            continue
+        if p < lo:
+            yield v, p, lo - p
+        if p + n > hi:
+            d = hi - p
+            yield v + d, hi, n - d
+
+
+def _without_zero_pages(run: Run, zero_pa: int, huge: tuple[int, int] | None,
+                        counters: _Counters) -> Iterator[tuple[int, int, int]]:
+    v, p, n = run
+    pieces: Iterable[tuple[int, int, int]] = ((v, p, n),)
+    if p <= zero_pa < p + n:
+        counters.zero += 1
+        pieces = _cut(pieces, zero_pa, zero_pa + PAGE_SIZE)
+    if huge is not None and p < huge[1] and huge[0] < p + n:
+        counters.zero += (min(p + n, huge[1]) - max(p, huge[0])) // PAGE_SIZE
+        pieces = _cut(pieces, huge[0], huge[1])
+    return iter(list(pieces))
+
+
+def _anon_pieces(prog: "Program", v: int, p: int, n: int) -> Iterator[tuple[int, int, int]]:
+    """The PageAnon sub-runs of a run in a private file mapping."""
+    flags = pages_anon(prog, p >> 12, n >> 12)
+    i = 0
+    count = len(flags)
+    while i < count:
+        if not flags[i]:
+            i += 1
+            continue
+        j = i
+        while j < count and flags[j]:
+            j += 1
+        yield v + i * PAGE_SIZE, p + i * PAGE_SIZE, (j - i) * PAGE_SIZE
+        i = j
+
+
+def _vdso_pages(prog: "Program", pt, v: Vma, mm: Struct) -> Iterator[tuple[int, int, int]]:
+    """Every page of the [vdso] VMA: mapped ones from the page tables, the others from
+    the vDSO image (vdso_fault maps page i to image->data + i pages)."""
+    image = mm_vdso_image(mm)
+    for va in range(v.start, v.end, PAGE_SIZE):
+        pa = pt.translate(va)
+        if pa is None:
+            if image is None or va - v.start >= image[1]:
+                raise GuestDataError(f"[vdso] page 0x{va:x} is neither mapped nor in the vDSO image")
+            pa = prog.translate(image[0] + (va - v.start))
+        yield va, pa & ~(PAGE_SIZE - 1), PAGE_SIZE
+
+
+def _first_exec_page(prog: "Program", pt, vma: Struct, v: Vma, zero_pa: int) -> int | None:
+    """Physical address of the first page of the VMA compel pokes its syscall into, as
+    it is after the COW: the mapped page, the page-cache page of an unmapped file page,
+    or the zero page for untouched anonymous memory."""
+    pa = pt.translate(v.start)
+    if pa is not None:
+        return pa & ~(PAGE_SIZE - 1)
+    f = vma_file(vma)
+    if f is None:
+        return zero_pa
+    pfn = page_cache_pfn(f.f_mapping, vma.vm_pgoff)
+    return None if pfn is None else pfn << 12
+
+
+def _merge(runs: Iterable[PageRun]) -> list[PageRun]:
+    out: list[PageRun] = []
+    for r in runs:
+        if out:
+            last = out[-1]
+            if last.lazy == r.lazy and last.vaddr + last.length == r.vaddr and last.paddr + last.length == r.paddr:
+                last.length += r.length
+                continue
+        out.append(r)
+    return out
+
+
+def select_pages(prog: "Program", mm: Struct, vmas: list[tuple[Struct | None, Vma]], *,
+                 lazy_ok: bool, criu_compat: bool = True,
+                 skip_huge_zero: bool = False) -> tuple[list[PageRun], int, int]:
+    """The pages CRIU would save for these (kernel VMA, Vma) pairs, in ascending order,
+    with the counts of zero-page and swapped-out pages skipped. `lazy_ok` is False when
+    a thread's SP is page-aligned (CRIU's is_stack quirk)."""
+    pt = mm_page_tables(mm)
+    zero_pa = zero_page_pfn(prog) << 12
+    hz = huge_zero_pfn(prog) if skip_huge_zero else None
+    huge = (hz << 12, (hz << 12) + (2 << 20)) if hz is not None else None
+    task_size = mm.task_size
+    counters = _Counters()
+    pages: list[PageRun] = []
+    first_exec = next((i for i, (_k, v) in enumerate(vmas) if v.prot & PROT_EXEC), None)
+    for idx, (kvma, v) in enumerate(vmas):
+        if kvma is None or not criu_dumps_pages_of(v, task_size) or v.kind == "vvar":
+            continue
+        lazy = lazy_ok and criu_can_be_lazy(v)
+        found: list[tuple[int, int, int]] = []
+        if v.kind == "vdso":
+            found.extend(_vdso_pages(prog, pt, v, mm))
+        else:
+            file_private = v.kind == "file"
+            if file_private and not kvma.anon_vma:
+                pass  # never written to: no COW'd page, nothing of CRIU's to save
+            else:
+                for item in pt.walk(v.start, v.end):
+                    if isinstance(item, NonPresent):
+                        if item.level > 1 and item.entry & PTE_PRESENT:
+                            raise GuestDataError(f"page table of 0x{item.vaddr:x} (VMA 0x{v.start:x}-0x{v.end:x})"
+                                                 f" points outside guest memory")
+                        counters.swapped += item.size // PAGE_SIZE
+                        continue
+                    for piece in _without_zero_pages(item, zero_pa, huge, counters):
+                        if not prog.runs.contains(piece[1], piece[2]):
+                            raise GuestDataError(f"user page 0x{piece[0]:x} maps physical 0x{piece[1]:x},"
+                                                 " outside guest RAM")
+                        if file_private:
+                            found.extend(_anon_pieces(prog, *piece))
+                        else:
+                            found.append(piece)
+        if criu_compat and idx == first_exec:
+            found = _with_first_page(prog, pt, kvma, v, zero_pa, found)
+        pages.extend(PageRun(va, pa, n, lazy) for va, pa, n in found)
+    return _merge(pages), counters.zero, counters.swapped
+
+
+def _with_first_page(prog: "Program", pt, kvma: Struct, v: Vma, zero_pa: int,
+                     found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    if found and found[0][0] == v.start:
+        return found
+    pa = _first_exec_page(prog, pt, kvma, v, zero_pa)
+    if pa is None:
+        return found  # neither mapped nor cached: CRIU read it from the file, we cannot
+    return [(v.start, pa, PAGE_SIZE)] + found
+
+
+# ------------------------------------------------------------------------- the mm
+
+class MmBusyError(GuestDataError):
+    """The address space was being changed when memory was captured (its mmap_lock held
+    for write): its page tables may be mid-update, so the pages cannot be trusted."""
+
+
+def thread_stack_pointers(task: Struct) -> list[int]:
+    """The user stack pointer of every thread of a process (their saved pt_regs)."""
+    from ..kernel.regs import task_pt_regs
+    from ..kernel.tasks import for_each_thread
+
+    return [task_pt_regs(t).sp & ((1 << 64) - 1) for t in for_each_thread(task)]
+
+
+def extract_mm(prog: "Program", task: Struct, *, thread_sps: list[int] | None = None,
+               criu_compat: bool = True, skip_huge_zero: bool = False,
+               allow_busy: bool = False) -> MmState:
+    """The memory of a ``struct task_struct`` (a thread-group leader with an mm) as an
+    `MmState`: VMAs, mm fields, auxv (cut to CRIU's 44 words) and the page runs CRIU
+    3.17 would save. `thread_sps` are the threads' user stack pointers (read from their
+    pt_regs when not given); see the module doc for `criu_compat` and `skip_huge_zero`.
+    Raises MmBusyError when a task held the mm's mmap_lock for write at capture time,
+    unless `allow_busy`."""
+    mm_ptr = task.mm
+    if not mm_ptr:
+        raise GuestDataError(f"pid {task.pid} has no mm (a kernel thread or an exited task)")
+    mm = prog.struct("mm_struct", int(mm_ptr))
+    if not allow_busy:
+        owner = mmap_write_owner(mm)
+        if owner is not None:
+            raise MmBusyError(f"pid {task.pid}: its address space was being changed by"
+                              f" {task_comm(owner)} (pid {owner.pid}) holding mmap_lock for write when"
+                              " memory was captured; capture it again")
+    pairs: list[tuple[Struct | None, Vma]] = [(k, vma_to_state(k, mm)) for k in for_each_vma(mm)]
+    vsys = vsyscall_vma(mm)
+    if vsys is not None:
+        pairs.append((None, vsys))
+    if thread_sps is None:
+        thread_sps = thread_stack_pointers(task)
+    lazy_ok = criu_lazy_allowed(thread_sps)
+    pages, zero, swapped = select_pages(prog, mm, pairs, lazy_ok=lazy_ok, criu_compat=criu_compat,
+                                        skip_huge_zero=skip_huge_zero)
+    exe = mm_exe_file(mm)
+    return MmState(
+        start_code=mm.start_code,
+        end_code=mm.end_code,
+        start_data=mm.start_data,
+        end_data=mm.end_data,
+        start_stack=mm.start_stack,
+        start_brk=mm.start_brk,
+        brk=mm.brk,
+        arg_start=mm.arg_start,
+        arg_end=mm.arg_end,
+        env_start=mm.env_start,
+        env_end=mm.env_end,
+        auxv=mm_saved_auxv(mm)[:CRIU_AUXV_WORDS],
+        exe_file=dcache.file_identity(exe) if exe is not None else None,
+        vmas=[v for _k, v in pairs],
+        dumpable=mm_dumpable(mm),
+        thp_disabled=mm_thp_disabled(mm),
+        pages=pages,
+        swapped_pages=swapped,
+        zero_pages=zero,
+    )
+
+
+class MmSummary(NamedTuple):
+    vmas: int
+    pages: int
+    bytes: int
+    zero_pages: int
+    swapped_pages: int
+
+
+def mm_summary(mm: MmState) -> MmSummary:
+    n = sum(r.length for r in mm.pages)
+    return MmSummary(len(mm.vmas), n // PAGE_SIZE, n, mm.zero_pages, mm.swapped_pages)

@@ -1,0 +1,139 @@
+"""The pagemap entries and the pages file (pages-N.img) of one process, as CRIU 3.17 writes them.
+
+CRIU's dump collects the pages to save in a "page pipe" (criu/page-pipe.c) and writes
+one pagemap entry per iovec of it, pages in the same order. So the entries are not just
+maximal runs; they are cut where CRIU's page pipe cuts them:
+
+* a page pipe buffer (ppb) holds pages of one kind (lazy or not): a change of kind
+  starts a new ppb;
+* a ppb holds at most PIPE_MAX_PAGES pages (its pipe grows from 16 pages up to
+  PIPE_MAX_SIZE = 8 pages * 4096 / sizeof(struct pipe_buffer) = 819, which the kernel
+  rounds up to 1024): a full one starts a new ppb;
+* in "chunk mode" (every normal dump) at most NR_PIPES_PER_CHUNK = 8 ppbs exist; when
+  a 9th is needed CRIU drains them, starts over with one empty non-lazy ppb, and the
+  page goes to that or (if lazy) to a second one.
+
+Within a ppb, pages extend the last iovec when they follow it. Entry flags: PE_PRESENT
+for non-lazy, PE_LAZY | PE_PRESENT for lazy pages (the pages are in the image).
+
+`write_pages` copies the pages straight from the source with `source.copy_to`, one call
+per physically contiguous stretch; it holds only the run list, so memory does not
+grow with the size of the process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import BinaryIO, Iterable, Iterator
+
+from ..sources.base import PhysicalSource
+from ..state import MmState, PageRun
+
+PAGE_SIZE = 4096
+
+# criu/include/pagemap.h / images/pagemap.proto
+PE_PARENT = 1 << 0
+PE_LAZY = 1 << 1
+PE_PRESENT = 1 << 2
+
+# criu/include/page-pipe.h, and the kernel's rounding of F_SETPIPE_SZ to a power of two
+NR_PIPES_PER_CHUNK = 8
+PIPE_MAX_PAGES = 1024
+
+
+@dataclasses.dataclass
+class PagemapRun:
+    """One pagemap_entry: `nr_pages` pages at user `vaddr`, flags PE_*."""
+
+    vaddr: int
+    nr_pages: int
+    flags: int
+
+
+@dataclasses.dataclass
+class PagesStats:
+    """Byte counters for the dump summary."""
+
+    pages: int = 0
+    bytes: int = 0
+    entries: int = 0
+    copies: int = 0  # source.copy_to calls (physically contiguous stretches)
+    lazy_pages: int = 0
+
+
+class _Ppb:
+    __slots__ = ("iovs", "lazy", "pages")
+
+    def __init__(self, lazy: bool) -> None:
+        self.lazy = lazy
+        self.pages = 0
+        self.iovs: list[list[int]] = []  # [vaddr, nr_pages]
+
+
+def pagemap_entries(runs: Iterable[PageRun], *, pipe_pages: int = PIPE_MAX_PAGES,
+                    pipes_per_chunk: int = NR_PIPES_PER_CHUNK) -> Iterator[PagemapRun]:
+    """The pagemap entries CRIU's page pipe makes of these page runs (ascending vaddr),
+    in order; see the module doc. Works per run, not per page."""
+    ppbs = [_Ppb(False)]  # create_page_pipe / page_pipe_reinit start with one non-lazy ppb
+
+    def drain() -> Iterator[PagemapRun]:
+        for ppb in ppbs:
+            flags = (PE_LAZY | PE_PRESENT) if ppb.lazy else PE_PRESENT
+            for va, n in ppb.iovs:
+                yield PagemapRun(va, n, flags)
+
+    for r in runs:
+        va, left = r.vaddr, r.length // PAGE_SIZE
+        while left:
+            last = ppbs[-1]
+            if last.lazy != r.lazy or last.pages >= pipe_pages:
+                if len(ppbs) == pipes_per_chunk:
+                    yield from drain()  # -EAGAIN: drain_pages + xfer, then page_pipe_reinit
+                    ppbs = [_Ppb(False)]
+                    if r.lazy:
+                        ppbs.append(_Ppb(True))
+                else:
+                    ppbs.append(_Ppb(r.lazy))
+                last = ppbs[-1]
+            n = min(left, pipe_pages - last.pages)
+            if last.iovs and last.iovs[-1][0] + last.iovs[-1][1] * PAGE_SIZE == va:
+                last.iovs[-1][1] += n
+            else:
+                last.iovs.append([va, n])
+            last.pages += n
+            va += n * PAGE_SIZE
+            left -= n
+    yield from drain()
+
+
+def _physical_stretches(runs: Iterable[PageRun]) -> Iterator[tuple[int, int]]:
+    """(paddr, length) of the runs with physically adjacent neighbours merged: the file
+    is the runs' bytes back to back, so only physical adjacency matters."""
+    pa = n = 0
+    for r in runs:
+        if n and pa + n == r.paddr:
+            n += r.length
+            continue
+        if n:
+            yield pa, n
+        pa, n = r.paddr, r.length
+    if n:
+        yield pa, n
+
+
+def write_pages(source: PhysicalSource, mm: MmState, pages_file: BinaryIO,
+                stats: PagesStats | None = None) -> list[PagemapRun]:
+    """Write the pages of `mm` (its `pages` runs, in order) to `pages_file` and return the
+    pagemap entries that describe them. Pass a `PagesStats` to get the counters."""
+    st = stats if stats is not None else PagesStats()
+    written = 0
+    for pa, n in _physical_stretches(mm.pages):
+        source.copy_to(pa, n, pages_file)
+        st.copies += 1
+        written += n
+    entries = list(pagemap_entries(mm.pages))
+    st.bytes += written
+    st.pages += written // PAGE_SIZE
+    st.lazy_pages += sum(r.length for r in mm.pages if r.lazy) // PAGE_SIZE
+    st.entries += len(entries)
+    return entries

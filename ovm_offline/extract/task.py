@@ -1,0 +1,327 @@
+"""Per-thread and per-process task state, extracted from guest kernel memory into the
+dataclasses of ovm_offline.state, with the values CRIU's own dump would record.
+
+* `extract_thread(prog, task, pid_ns)` -> ThreadState: registers (after the syscall
+  restart and rseq fix-ups below), FPU, TLS, signal mask and private queue, alternate
+  stack, robust list, rseq, scheduling, credentials, seccomp mode.
+* `extract_task_common(prog, leader, pid_ns)` -> TaskCommon: the process-level fields of
+  ProcessState (same names) plus every thread; ``ProcessState(**common.as_kwargs(),
+  mm=..., fds=..., fs=..., namespaces=..., cgroup=..., ...)`` completes it.
+
+The syscall-restart fix-up (what compel's x86 get_task_regs does to every thread CRIU
+dumps, compel/arch/x86/src/lib/infect.c): a thread stopped inside a system call that
+the kernel will restart has ``orig_ax`` = the syscall number (>= 0) and ``ax`` = an
+internal -ERESTART* code, with ``ip`` just past the 2-byte ``syscall`` instruction:
+
+* ax in (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND): ax = orig_ax, ip -= 2, so the
+  restored thread executes the same syscall again (sigsuspend, read, ...);
+* ax == -ERESTART_RESTARTBLOCK: ax = -EINTR, ip unchanged: the call returns EINTR
+  (nanosleep, clock_nanosleep, poll with a timeout: their restart block lives in the
+  kernel and is not saved).
+
+The rseq fix-up (criu/cr-dump.c fixup_thread_rseq): a thread caught inside an rseq
+critical section resumes at the section's abort_ip unless the section asks not to be
+restarted; ``rseq_cs`` is then kept so restore can put it back.
+
+Zombies keep no kernel stack (it is freed when they exit), so a zombie process has no
+threads here; CRIU too writes only comm, task_state and exit_code for one, and writes
+its task_state as TASK_DEAD (2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+from ..errors import GuestDataError, UnsupportedError
+from ..kernel.cred import task_credentials, task_loginuid
+from ..kernel.fpu import task_fpu
+from ..kernel.memory import Program
+from ..kernel.objects import Pointer, Struct
+from ..kernel.paging import PAGE_SIZE
+from ..kernel.pid import pid_nr_ns, task_pgid, task_pid_ptr, task_sid, task_tgid_ptr
+from ..kernel.regs import task_tls, task_user_regs
+from ..kernel.sched import task_nice, task_policy, task_rt_priority
+from ..kernel.signal import (
+    sigpending_mask,
+    sigpending_queue,
+    task_pending,
+    task_shared_pending,
+    task_sigactions,
+    task_sigaltstack,
+    task_sigmask,
+    task_signal,
+)
+from ..kernel.tasks import for_each_thread, task_comm, task_page_tables, task_state
+from ..kernel.timers import signal_itimers, signal_posix_timers
+from ..state import (
+    Itimer,
+    PosixTimer,
+    QueuedSignal,
+    Registers,
+    Rseq,
+    SigAction,
+    ThreadState,
+)
+
+# include/linux/errno.h (kernel-internal restart codes) and EINTR
+ERESTARTSYS = 512
+ERESTARTNOINTR = 513
+ERESTARTNOHAND = 514
+ERESTART_RESTARTBLOCK = 516
+EINTR = 4
+SYSCALL_INSN_SIZE = 2  # "syscall" (0f 05)
+U64 = 0xFFFF_FFFF_FFFF_FFFF
+
+#: include/uapi/linux/rseq.h; struct rseq before 6.3 had no rseq_len (32 bytes, ORIG_RSEQ_SIZE)
+ORIG_RSEQ_SIZE = 32
+RSEQ_CS_FLAG_NO_RESTART_ON_SIGNAL = 1 << 1
+_RSEQ_CS_OFFSET = 8  # struct rseq: u32 cpu_id_start, u32 cpu_id, u64 rseq_cs, u32 flags
+_RSEQ_FLAGS_OFFSET = 16
+_RSEQ_CS_SIZE = 32  # struct rseq_cs: u32 version, u32 flags, u64 start_ip, post_commit_offset, abort_ip
+#: sizeof(struct robust_list_head): what get_robust_list(2) always reports as the length
+ROBUST_LIST_HEAD_SIZE = 24
+
+#: ProcessState.task_state by the leader's ps letter (CRIU's seize decides the same way)
+TASK_STATES = {"T": "stopped", "t": "stopped", "Z": "zombie", "X": "dead"}
+
+#: The queue a timer signal can join between the snapshot and criu's dump (see below).
+TIMER_SIGNAL_RACE = "core.tc.signals_s"
+
+#: Fields of CRIU's core image that a memory snapshot cannot reproduce, in the path syntax
+#: of ovm_offline.criu.diff's IgnoreRule ("*" one field, "[*]" any element), with why.
+#: The golden images are written by criu dump seconds after the snapshot, while the
+#: process stays stopped; everything else must match exactly.
+SNAPSHOT_DIFFERENCES: tuple[tuple[str, str], ...] = (
+    ("core.tc.timers.*.vsec",
+     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
+    ("core.tc.timers.*.vusec",
+     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
+    ("core.tc.timers.posix[*].vsec",
+     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
+    ("core.tc.timers.posix[*].vnsec",
+     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
+    ("core.tc.timers.posix[*].overrun",
+     "a periodic timer whose signal is still queued keeps counting overruns until criu reads it"),
+    (TIMER_SIGNAL_RACE,
+     ("a timer that expires after the snapshot queues its signal (SIGALRM for ITIMER_REAL) only in"
+      " criu's image; only a trailing timer signal with a timer armed at the snapshot may differ")),
+)
+
+
+# ---------------------------------------------------------------------------- fix-ups
+
+
+def _signed(v: int) -> int:
+    v &= U64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def restart_syscall_fixup(regs: Registers) -> tuple[Registers, bool]:
+    """The registers CRIU records for a thread interrupted in a system call (see the
+    module doc), and whether they were changed. Registers of a thread not in a syscall
+    (orig_ax < 0) or with a real return value in ax are returned unchanged."""
+    if _signed(regs.orig_ax) < 0:
+        return regs, False
+    ax = _signed(regs.ax)
+    if ax in (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND):
+        return dataclasses.replace(regs, ax=regs.orig_ax, ip=(regs.ip - SYSCALL_INSN_SIZE) & U64), True
+    if ax == -ERESTART_RESTARTBLOCK:
+        return dataclasses.replace(regs, ax=-EINTR & U64), True
+    return regs, False
+
+
+def read_user(task: Struct, vaddr: int, size: int) -> bytes:
+    """`size` bytes of the user address space of a ``struct task_struct`` at `vaddr`
+    (through its page tables); UnsupportedError when a page is not resident."""
+    pt = task_page_tables(task)
+    if pt is None:
+        raise GuestDataError(f"pid {task.pid}: no user address space to read 0x{vaddr:x} from")
+    source = task.prog_.source
+    out = bytearray()
+    while len(out) < size:
+        n = min(size - len(out), PAGE_SIZE - (vaddr & (PAGE_SIZE - 1)))
+        pa = pt.translate(vaddr)
+        if pa is None:
+            raise UnsupportedError(f"pid {task.pid}: user page at 0x{vaddr:x} is not in memory (swapped out?)")
+        out += source.read(pa, n)
+        vaddr += n
+    return bytes(out)
+
+
+def task_rseq(task: Struct) -> Rseq | None:
+    """The rseq registration of a ``struct task_struct`` as PTRACE_GET_RSEQ_CONFIGURATION
+    reports it (abi_size: ``rseq_len`` since 6.3, sizeof(struct rseq) = 32 before);
+    None on kernels without rseq."""
+    if not task.has_member_("rseq"):
+        return None
+    ptr = int(task.rseq)
+    size = task.rseq_len if task.has_member_("rseq_len") else (ORIG_RSEQ_SIZE if ptr else 0)
+    return Rseq(abi_pointer=ptr, abi_size=size, signature=task.rseq_sig & 0xFFFF_FFFF)
+
+
+def rseq_fixup(task: Struct, rseq: Rseq | None, regs: Registers) -> tuple[Rseq | None, Registers]:
+    """CRIU's rseq handling of a thread (see the module doc): reads ``struct rseq`` and its
+    current ``struct rseq_cs`` from user memory; moves ip to abort_ip when the thread is
+    inside a restartable critical section, keeps cs_pointer when it asked not to be."""
+    if rseq is None or not rseq.abi_pointer:
+        return rseq, regs
+    raw = read_user(task, rseq.abi_pointer, _RSEQ_FLAGS_OFFSET + 4)
+    cs_ptr = struct.unpack_from("<Q", raw, _RSEQ_CS_OFFSET)[0]
+    if not cs_ptr:
+        return rseq, regs
+    rseq_flags = struct.unpack_from("<I", raw, _RSEQ_FLAGS_OFFSET)[0]
+    version, cs_flags, start_ip, post_commit_offset, abort_ip = struct.unpack(
+        "<IIQQQ", read_user(task, cs_ptr, _RSEQ_CS_SIZE))
+    if version != 0:
+        raise UnsupportedError(f"pid {task.pid}: rseq_cs at 0x{cs_ptr:x} has ABI version {version}")
+    flags = cs_flags | rseq_flags
+    if flags & RSEQ_CS_FLAG_NO_RESTART_ON_SIGNAL:
+        rseq = dataclasses.replace(rseq, cs_pointer=cs_ptr)
+    elif start_ip and start_ip <= regs.ip < start_ip + post_commit_offset:
+        regs = dataclasses.replace(regs, ip=abort_ip)
+    return rseq, regs
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def _queued(pending: Struct, name: str) -> list[QueuedSignal]:
+    return [QueuedSignal(siginfo=s) for s in sigpending_queue(pending, name=name)]
+
+
+def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> ThreadState:
+    """The per-thread state of a stopped or sleeping user ``struct task_struct``, ids as
+    seen from ``struct pid_namespace`` `pid_ns`."""
+    tid = pid_nr_ns(task_pid_ptr(task), pid_ns)
+    if not tid:
+        raise GuestDataError(f"thread {task.pid} is not visible in the dumped PID namespace")
+    if task.has_member_("on_cpu") and task.on_cpu:
+        # Its user registers (if in user mode) and FPU state are in a vCPU, not in memory.
+        raise UnsupportedError(f"thread {task.pid} was running on a CPU at the snapshot: stop it"
+                               " (SIGSTOP) before dumping guest memory")
+    regs, restarted = restart_syscall_fixup(task_user_regs(task))
+    rseq, regs = rseq_fixup(task, task_rseq(task), regs)
+    sas_sp, sas_size, sas_flags = task_sigaltstack(task)
+    pending = task_pending(task)
+    return ThreadState(
+        tid=tid,
+        global_tid=task.pid,
+        comm=task_comm(task),
+        state=task_state(task),
+        regs=regs,
+        fpu=task_fpu(task),
+        tls=task_tls(task),
+        clear_tid_addr=int(task.clear_child_tid),
+        blocked=task_sigmask(task),
+        pending=_queued(pending, f"pending of pid {task.pid}"),
+        pending_mask=sigpending_mask(pending),
+        sas_sp=sas_sp,
+        sas_size=sas_size,
+        sas_flags=sas_flags,
+        robust_list=int(task.robust_list),
+        robust_list_len=_robust_list_head_size(prog),
+        rseq=rseq,
+        sched_policy=task_policy(task),
+        sched_nice=task_nice(task),
+        sched_prio=task_rt_priority(task),
+        creds=task_credentials(task),
+        seccomp_mode=task.seccomp.mode if task.has_member_("seccomp") else 0,
+        syscall_restarted=restarted,
+        pdeath_signal=task.pdeath_signal,
+    )
+
+
+def _robust_list_head_size(prog: Program) -> int:
+    if prog.symbols.has_type("robust_list_head"):
+        return prog.struct_type("robust_list_head").size
+    return ROBUST_LIST_HEAD_SIZE
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+@dataclasses.dataclass
+class TaskCommon:
+    """The fields of ProcessState that come from the task side (same names and meaning),
+    plus the identity of the shared sighand_struct."""
+
+    pid: int
+    global_pid: int
+    ppid: int  # the real parent's pid seen from pid_ns; 0 if it is outside (the caller zeroes the root's)
+    pgid: int
+    sid: int
+    comm: str
+    task_state: str  # "alive", "stopped", "zombie", "dead"
+    exit_code: int
+    personality: int
+    flags: int
+    sigactions: list[SigAction]
+    shared_pending: list[QueuedSignal]
+    shared_pending_mask: int
+    itimers: dict[str, Itimer]
+    posix_timers: list[PosixTimer]
+    rlimits: list[tuple[int, int]]
+    oom_score_adj: int
+    loginuid: int
+    child_subreaper: bool
+    threads: list[ThreadState]
+    sighand_key: int = 0
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The fields as keyword arguments for ProcessState (a shallow copy)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def process_task_state(leader: Struct) -> str:
+    """ProcessState.task_state of a thread-group leader: "stopped" for a stopped (or
+    traced-stopped) leader, "zombie", "dead", else "alive"."""
+    return TASK_STATES.get(task_state(leader), "alive")
+
+
+def task_rlimits(signal: Struct) -> list[tuple[int, int]]:
+    """(rlim_cur, rlim_max) per RLIMIT_* of a ``struct signal_struct`` (``rlim[16]``)."""
+    return [(r.rlim_cur, r.rlim_max) for r in signal.rlim]
+
+
+def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct) -> TaskCommon:
+    """The process-level state of thread-group leader ``struct task_struct`` `leader`, and
+    every thread (leader first), ids as seen from ``struct pid_namespace`` `pid_ns`."""
+    if leader.pid != leader.tgid:
+        raise GuestDataError(f"task {leader.pid} is not a thread-group leader (tgid {leader.tgid})")
+    pid = pid_nr_ns(task_pid_ptr(leader), pid_ns)
+    if not pid:
+        raise GuestDataError(f"pid {leader.pid} is not visible in the dumped PID namespace")
+    state = process_task_state(leader)
+    signal = task_signal(leader)
+    shared = task_shared_pending(leader)
+    parent = leader.real_parent
+    threads: list[ThreadState] = []
+    if state not in ("zombie", "dead"):
+        threads = [extract_thread(prog, t, pid_ns) for t in for_each_thread(leader)]
+        if not threads or threads[0].global_tid != leader.pid:
+            raise GuestDataError(f"pid {leader.pid}: thread list does not start with the leader")
+    return TaskCommon(
+        pid=pid,
+        global_pid=leader.pid,
+        ppid=pid_nr_ns(task_tgid_ptr(parent.deref()), pid_ns) if parent else 0,
+        pgid=task_pgid(leader, pid_ns),
+        sid=task_sid(leader, pid_ns),
+        comm=task_comm(leader),
+        task_state=state,
+        exit_code=leader.exit_code if state in ("zombie", "dead") else 0,
+        personality=leader.personality & 0xFFFF_FFFF,
+        flags=leader.flags & 0xFFFF_FFFF,
+        sigactions=task_sigactions(leader),
+        shared_pending=_queued(shared, f"shared_pending of pid {leader.pid}"),
+        shared_pending_mask=sigpending_mask(shared),
+        itimers=signal_itimers(signal),
+        posix_timers=signal_posix_timers(signal, pid_ns),
+        rlimits=task_rlimits(signal),
+        oom_score_adj=signal.oom_score_adj,
+        loginuid=task_loginuid(leader),
+        child_subreaper=bool(signal.is_child_subreaper),
+        threads=threads,
+        sighand_key=int(leader.sighand),
+    )
