@@ -186,6 +186,8 @@ def thread_core(thread: ThreadState, leader: bool) -> "T.thread_core_entry":
             tcore.rseq_entry.rseq_cs_pointer = thread.rseq.cs_pointer
     if thread.seccomp_mode:
         tcore.seccomp_mode = thread.seccomp_mode
+    if thread.pdeath_signal:
+        tcore.pdeath_sig = thread.pdeath_signal
     return tcore
 
 
