@@ -50,3 +50,37 @@ class Ps(interfaces.plugins.PluginInterface):
              ("Cgroup", str), ("Container", str), ("Comm", str)],
             self._generator(),
         )
+
+
+class Dump(interfaces.plugins.PluginInterface):
+    """Save a process and its descendants as CRIU images (ovm-offline's dump)."""
+
+    _required_framework_version = (2, 0, 0)
+    _version = (1, 0, 0)
+
+    @classmethod
+    def get_requirements(cls) -> list[interfaces.configuration.RequirementInterface]:
+        return [
+            requirements.ModuleRequirement(name="kernel", description="Linux kernel", architectures=["Intel64"]),
+            requirements.IntRequirement(name="pid", description="Global PID of the process to save"),
+            requirements.StringRequirement(name="images_dir", description="Directory for the CRIU images"),
+            requirements.BooleanRequirement(
+                name="force", description="Replace a non-empty images directory", default=False, optional=True
+            ),
+        ]
+
+    def _generator(self) -> Iterator[tuple[int, tuple]]:
+        from ovm_offline import dump
+
+        source = VolatilityLayerSource(self.context, self.config["kernel"])
+        prog = inventory.open_kernel(source, isf=source.isf_path) if source.isf_path else inventory.open_kernel(source)
+        summary = dump.dump(source, prog, self.config["pid"], self.config["images_dir"], force=self.config.get("force"))
+        yield 0, (summary.pid, summary.comm, summary.processes, summary.threads, summary.images, summary.pages,
+                  str(summary.directory))
+
+    def run(self) -> renderers.TreeGrid:
+        return renderers.TreeGrid(
+            [("PID", int), ("Comm", str), ("Processes", int), ("Threads", int), ("Images", int), ("Pages", int),
+             ("Directory", str)],
+            self._generator(),
+        )

@@ -1,0 +1,40 @@
+"""The Volatility 3 plugins run the same library code as the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ovm_offline.criu.diff import diff_dirs
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.guest, pytest.mark.skipif(shutil.which("vol") is None, reason="volatility3 not installed")]
+
+
+def vol(dump: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["vol", "-q", "-r", "json", "-p", str(REPO / "plugins"), "-s", str(REPO / "symbols"),
+                           "-f", str(dump), *args], capture_output=True, text=True, timeout=900)
+
+
+def test_ps_plugin_on_a_kdump_agrees_with_the_cli(recording):
+    rec = recording("6.1", "container")
+    result = vol(rec.kdumps["kdump-zlib"], "linux.ovm.Ps", "--user-only")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {r["PID"]: r for r in json.loads(result.stdout)}
+    for pid in rec.manifest["members"]:
+        guest = next(p for p in rec.manifest["processes"] if p["pid"] == pid)
+        assert rows[pid]["NsPID"] == guest["nspid"][-1] and rows[pid]["Cgroup"] == "/ovmbox"
+        assert rows[pid]["Container"].endswith("cgroup:/ovmbox")
+
+
+def test_dump_plugin_writes_the_same_images_as_criu(recording, tmp_path):
+    rec = recording("6.12", "counter")
+    out = tmp_path / "images"
+    result = vol(rec.elf, "linux.ovm.Dump", "--pid", str(rec.manifest["root_pid"]), "--images-dir", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    diff = diff_dirs(out, rec.golden)
+    assert diff.same, diff.report()
