@@ -6,8 +6,13 @@ from __future__ import annotations
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from corpus import recorder
+
+# Guests under TCG and parallel recordings load the 2 cores: timing is no property of a parser.
+settings.register_profile("ovm", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ovm")
 
 
 @pytest.fixture(scope="session")
