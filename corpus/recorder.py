@@ -59,7 +59,7 @@ class Recording:
 def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
     # only what shapes a recording (the workload's check function does not)
     shape = (workload.name, workload.program, workload.args, workload.ram_mib, workload.root_key,
-             workload.settle_seconds)
+             workload.settle_seconds) + ((workload.cpu,) if workload.cpu else ())
     return cache.digest(
         str(RECORDING_FORMAT), initramfs.build_key(kernel), repr(shape), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
     )
@@ -95,7 +95,8 @@ def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, i
     jobs.blank_output_disk(work / "out.img", workload.ram_mib + 256)
     (path / "live").mkdir()
 
-    with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"]) as guest:
+    with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"],
+               cpu=workload.cpu) as guest:
         ready = guest.expect("RECORD-READY", BOOT_TIMEOUT + 300, f"booting {kernel_name} and starting {workload.name}")
         timings["boot_and_ready"] = time.monotonic() - t0
 

@@ -50,7 +50,8 @@ def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
             "files.tar": rec.files_tar, "images": images,
         })
         jobs.blank_output_disk(work / "out.img", 64)
-        with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"]) as guest:
+        with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"],
+                   cpu=workload.cpu) as guest:
             try:
                 guest.expect("DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}")
                 failure = None

@@ -62,6 +62,8 @@ class Workload:
     description: str = ""
     # shell run in the restoring guest before `criu restore` (what the system must provide)
     restore_prepare: str = ""
+    # QEMU -cpu model; "max" under TCG gives 5-level paging (LA57) and AVX/XSAVE state
+    cpu: str | None = None
 
     @property
     def log_name(self) -> str:
@@ -88,6 +90,10 @@ WORKLOADS = {
         _memhog(0),
         _memhog(64),
         _memhog(1024),
+        Workload(
+            "counter-la57", "counter", check=check_counter, settle_seconds=3.5, run_after_restore=3.0, cpu="max",
+            description="counter on -cpu max: 5-level page tables, XSAVE/AVX registers",
+        ),
         Workload("filemap", "filemap", description="dynamically linked; file mappings; files at offsets and flags"),
         Workload("ptyprog", "ptyprog", description="a session on a pty pair it holds both ends of"),
         Workload("threads", "threads", ("4",), run_after_restore=1.0, description="four worker threads"),
@@ -101,7 +107,8 @@ WORKLOADS = {
 }
 
 # what the test suite records on both kernels; memhog-1024 is recorded for benchmarks on demand
-STANDARD = ("counter", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree", "container")
+STANDARD = ("counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree",
+            "container")
 
 
 def get_workload(name: str) -> Workload:

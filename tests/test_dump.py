@@ -16,7 +16,7 @@ from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 
 KERNELS = list(kernels.KERNELS)
-SINGLE = ["counter", "memhog-0", "memhog-64", "filemap", "ptyprog"]
+SINGLE = ["counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads"]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest
 

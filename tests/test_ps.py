@@ -39,7 +39,7 @@ def ps_json(source: Path) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", ["container", "pipetree", "threads"])
+@pytest.mark.parametrize("workload", ["container", "pipetree", "threads", "counter-la57"])
 def test_ps_from_every_source_agrees_with_the_guest(recording, kernel, workload):
     rec = recording(kernel, workload)
     guest = in_guest_ps(rec.manifest)

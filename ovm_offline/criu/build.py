@@ -14,7 +14,18 @@ import struct
 from pathlib import Path
 from typing import Callable
 
-from ..state import REGISTER_NAMES, FileIdentity, FpuState, OpenFile, ProcessState, ThreadState, TtyState, Vma
+from ..state import (
+    REGISTER_NAMES,
+    CgroupDir,
+    FileIdentity,
+    FpuState,
+    OpenFile,
+    PipeState,
+    ProcessState,
+    ThreadState,
+    TtyState,
+    Vma,
+)
 from . import images, pb
 
 T, X, M, F, N = pb.criu_task_pb2, pb.criu_x86_pb2, pb.criu_mm_pb2, pb.criu_files_pb2, pb.criu_ns_pb2
@@ -39,6 +50,10 @@ VMA_ANON_PRIVATE = 0x200
 VMA_AREA_VVAR = 0x1000
 
 FD_TYPES = {"reg": F.REG, "tty": F.TTY, "pipe": F.PIPE, "fifo": F.FIFO}
+#: The cgroup (v2) criu itself would run in: the root. Its cg_set is 1 (the inventory's
+#: root_cg_set) and is not saved; a task there inherits the cgroup of the restoring criu.
+CRIU_CGROUP = "/"
+CRIU_CG_SET = 1
 
 
 @dataclasses.dataclass
@@ -50,6 +65,8 @@ class DumpSet:
     root_namespaces: "object"  # ovm_offline.state.NamespaceIds of the guest's init
     monotonic_ns: int
     boottime_ns: int
+    # cgroup path -> its directory subtree, for every cgroup of a process other than CRIU_CGROUP
+    cgroups: dict[str, CgroupDir] = dataclasses.field(default_factory=dict)
 
 
 class FileTable:
@@ -59,6 +76,7 @@ class FileTable:
         self.entries: list = []
         self._by_key: dict[tuple, int] = {}
         self.tty_infos: dict[int, tuple[TtyState, FileIdentity]] = {}  # tty_info id -> state, device node
+        self.pipe_data: dict[int, PipeState] = {}  # pipe_id -> pipe, in pipes-data.img order
 
     def _next_id(self) -> int:
         return len(self.entries) + 1
@@ -92,11 +110,25 @@ class FileTable:
             self.entries[fid - 1] = F.file_entry(type=F.TTY, id=fid, tty=F.tty_file_entry(
                 id=fid, tty_info_id=info_id, flags=f.flags, fown=_fown(f.owner), regf_id=regf))
             return fid
+        if f.kind == "pipe" and f.pipe is not None:
+            fid = self._next_id()
+            self.entries.append(F.file_entry(type=F.PIPE, id=fid, pipe=F.pipe_entry(
+                id=fid, pipe_id=f.pipe.pipe_id, flags=f.flags, fown=_fown(f.owner))))
+            self._by_key[key] = fid
+            self._pipe_data(f, f.pipe)
+            return fid
         if f.kind != "reg":
             from ..errors import UnsupportedError
 
             raise UnsupportedError(f"cannot save open files of kind {f.kind!r} yet ({f.identity.path})")
         return self.regular(f.identity, f.flags, f.pos, key=key, owner=f.owner, build_id=f.build_id)
+
+    def _pipe_data(self, f: OpenFile, pipe: PipeState) -> None:
+        """CRIU's dump_one_pipe_data(): a pipe's data is saved once, when the pipe is first
+        met through an end that can read (its data could not be read through a write-only one)."""
+        if (f.flags & O_ACCMODE) == O_WRONLY or pipe.pipe_id in self.pipe_data:
+            return
+        self.pipe_data[pipe.pipe_id] = pipe
 
     def _tty_info_id(self, tty: TtyState, node: FileIdentity) -> int:
         # CRIU's tty_gen_id(): index << 1, plus 1 for a pty master
@@ -145,7 +177,8 @@ def fpregs(fpu: FpuState) -> "X.user_x86_fpregs_entry":
                                            (6, "zmm_upper", "<64Q"), (7, "hi16_zmm", "<128Q"),
                                            (9, "pkru", "<2I")):
             data = fpu.components.get(component)
-            if data is not None:
+            # CRIU saves a component only when the task's xstate_bv says it is in use
+            if data is not None and fpu.xstate_bv >> component & 1:
                 getattr(xsave, field_name).extend(struct.unpack_from(fmt, data.ljust(struct.calcsize(fmt), b"\0")))
         entry.xsave.CopyFrom(xsave)
     return entry
@@ -201,11 +234,11 @@ def thread_info(thread: ThreadState) -> "X.thread_info_x86":
     return info
 
 
-def task_core(proc: ProcessState) -> "T.task_core_entry":
+def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> "T.task_core_entry":
     leader = proc.threads[0]
     tc = T.task_core_entry(
         task_state=TASK_STATES[proc.task_state], exit_code=proc.exit_code, personality=proc.personality,
-        flags=proc.flags, blk_sigset=leader.blocked, comm=proc.comm, cg_set=1,
+        flags=proc.flags, blk_sigset=leader.blocked, comm=proc.comm, cg_set=cg_set,
         loginuid=proc.loginuid & 0xFFFFFFFF, oom_score_adj=proc.oom_score_adj, child_subreaper=proc.child_subreaper,
     )
     timers = tc.timers
@@ -233,12 +266,91 @@ def task_core(proc: ProcessState) -> "T.task_core_entry":
     return tc
 
 
-def core(proc: ProcessState, thread: ThreadState) -> "T.core_entry":
+def core(proc: ProcessState, thread: ThreadState, cg_set: int = CRIU_CG_SET) -> "T.core_entry":
     leader = thread is proc.threads[0]
     entry = T.core_entry(mtype=T.core_entry.X86_64, thread_info=thread_info(thread),
                          thread_core=thread_core(thread, leader))
     if leader:
-        entry.tc.CopyFrom(task_core(proc))
+        entry.tc.CopyFrom(task_core(proc, cg_set))
+    return entry
+
+
+# --- cgroups ----------------------------------------------------------------------------------
+
+class CgroupSets:
+    """CRIU's cg_sets: one per distinct set of cgroups a task is in (with cgroup v2 only,
+    one path), numbered as met; criu's own comes first as CRIU_CG_SET."""
+
+    def __init__(self, dump: DumpSet) -> None:
+        self.dump = dump
+        self.ids: dict[str, int] = {CRIU_CGROUP: CRIU_CG_SET}
+        self.heads: list[_CgDir] = []  # CRIU's cg_controller heads of the v2 hierarchy
+
+    def set_of(self, proc: ProcessState) -> int:
+        path = proc.cgroup or CRIU_CGROUP
+        if path not in self.ids:
+            self.ids[path] = len(self.ids) + 1
+            if path in self.dump.cgroups:
+                self._collect(self.dump.cgroups[path])
+        return self.ids[path]
+
+    def _collect(self, top: CgroupDir) -> None:
+        """CRIU's collect_cgroups(): ftw below the set's cgroup, each directory put under the
+        deepest collected one its path starts with (a plain string prefix, as CRIU does),
+        those already collected skipped."""
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            stack.extend(reversed(d.children))
+            where, match = _find_dir(d.path, self.heads)
+            if where == "exact":
+                continue
+            siblings = match.children if where == "parent" and match is not None else self.heads
+            siblings.append(_CgDir(d))
+
+    def image(self, root_set: int) -> "N.cgroup_entry | None":
+        """cgroup.img, or None when every task is in criu's set (CRIU writes nothing then)."""
+        if root_set == CRIU_CG_SET and len(self.ids) == 1:
+            return None
+        entry = N.cgroup_entry()
+        for path, sid in self.ids.items():
+            if sid != CRIU_CG_SET:
+                entry.sets.add(id=sid, ctls=[N.cg_member_entry(name="", path=path)])
+        ctl = entry.controllers.add(cnames=[""])
+        ctl.dirs.extend(_cg_dir_entry(h, 0) for h in self.heads)
+        return entry
+
+
+@dataclasses.dataclass
+class _CgDir:
+    dir: CgroupDir
+    children: list["_CgDir"] = dataclasses.field(default_factory=list)
+
+
+def _find_dir(path: str, dirs: list[_CgDir]) -> tuple[str, "_CgDir | None"]:
+    for d in dirs:
+        if d.dir.path == path:
+            return "exact", d
+        if path.startswith(d.dir.path):
+            where, match = _find_dir(path, d.children)
+            return ("parent", d) if where == "none" else (where, match)
+    return "none", None
+
+
+def _perms(p) -> "N.cgroup_perms":
+    return N.cgroup_perms(mode=p.mode, uid=p.uid, gid=p.gid)
+
+
+def _cg_dir_entry(node: _CgDir, poff: int) -> "N.cgroup_dir_entry":
+    path = node.dir.path
+    # CRIU's dump_cg_dirs(): the name is the path after the parent's, without the "/"
+    name = path[poff:] if poff == 1 else path[poff + 1:]
+    entry = N.cgroup_dir_entry(dir_name=name, dir_perms=_perms(node.dir.perms))
+    for prop in node.dir.properties:
+        p = entry.properties.add(name=prop.name, value=prop.value)
+        if prop.perms is not None:
+            p.perms.CopyFrom(_perms(prop.perms))
+    entry.children.extend(_cg_dir_entry(c, len(path)) for c in node.children)
     return entry
 
 
@@ -304,8 +416,10 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     put(images.PSTREE, [T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid,
                                        threads=[t.tid for t in p.threads]) for p in dump.processes])
 
+    cg_sets = CgroupSets(dump)
     pages_id = 0
     for proc in dump.processes:
+        cg_set = cg_sets.set_of(proc)
         ids = T.task_kobj_ids_entry(
             vm_id=kobj("vm", proc.mm_key), files_id=kobj("files", proc.files_key),
             fs_id=kobj("fs", proc.fs_key), sighand_id=kobj("sighand", proc.sighand_key))
@@ -313,7 +427,7 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
             setattr(ids, f"{name}_ns_id", ns_id(name, getattr(proc.namespaces, name)))
         put(images.IDS, [ids], proc.pid)
         for thread in proc.threads:
-            put(images.CORE, [core(proc, thread)], thread.tid)
+            put(images.CORE, [core(proc, thread, cg_set)], thread.tid)
 
         mm = proc.mm
         mm_entry = M.mm_entry(
@@ -357,6 +471,15 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     written.files = len(files.entries)
     if files.tty_infos:
         put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
+    if files.pipe_data:
+        pipes = list(files.pipe_data.values())
+        images.write_image(directory / images.PIPES_DATA.filename(), images.PIPES_DATA,
+                           [F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size) for p in pipes],
+                           [p.data for p in pipes])
+        written.images += 1
+    cgroup = cg_sets.image(cg_sets.set_of(dump.processes[0]))
+    if cgroup is not None:
+        put(images.CGROUP, [cgroup])
     put(images.SECCOMP, [T.seccomp_entry()])
     put(images.TIMENS, [N.timens_entry(
         monotonic=N.timespec(tv_sec=dump.monotonic_ns // 10**9, tv_nsec=dump.monotonic_ns % 10**9),
