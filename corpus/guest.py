@@ -176,6 +176,9 @@ class Guest:
             except socket.timeout:
                 continue
             if not data:
+                # QEMU closes its sockets as it exits: give it a moment so the error says so
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=5)
                 self._check_alive(doing)
                 raise GuestError(f"control channel closed while {doing}", self.log_tail())
             self._ctl_buffer += data

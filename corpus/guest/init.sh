@@ -18,6 +18,9 @@ for m in $(cat /lib/modules/load-order); do
     insmod /lib/modules/$m.ko || echo "OVM-INIT: insmod $m failed"
 done
 ip link set lo up
+# khugepaged collapsing a workload's pages while the VM is paused leaves a page table half
+# rewritten in the snapshot; keep huge pages at fault time, stop the background collapsing
+echo 86400000 > /sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs 2>/dev/null
 stty -F /dev/ttyS1 raw -echo clocal -hupcl
 mkdir -p /run/ovm/in
 for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vda ] && break; sleep 0.2; done

@@ -64,8 +64,8 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
     IgnoreRule("core.tc.timers.posix[*].vsec", "posix timer time remaining depends on the instant of the dump"),
     IgnoreRule("core.tc.timers.posix[*].vnsec", "posix timer time remaining depends on the instant of the dump"),
     IgnoreRule("core.tc.timers.posix[*].overrun", "overrun count keeps growing while the timer runs"),
-    IgnoreRule("pagemap.pages.rseq_cpu_id", "the kernel rewrites rseq cpu_id_start/cpu_id when criu's parasite "
-               "runs the task on another CPU; a memory snapshot keeps the values of the moment"),
+    IgnoreRule("pagemap.pages.rseq_cpu_id", "the kernel rewrites rseq cpu_id_start/cpu_id/node_id/mm_cid when criu's "
+               "parasite runs the task; a memory snapshot keeps the values of the moment"),
     *(IgnoreRule(f"tty-info.{t}.c_cc[{i}]", "criu copies the 19 c_cc bytes into the front of its 19-word array; "
                  "the later words are whatever its memory held")
       for t in ("termios", "termios_locked") for i in range(5, 19)),
@@ -395,7 +395,9 @@ def _summary(entry: Any) -> Any:
     return entry if entry is ABSENT else show.render(entry, width=10_000)
 
 
-RSEQ_CPU_ID_BYTES = 8  # struct rseq: u32 cpu_id_start, u32 cpu_id
+# Fields of struct rseq the kernel rewrites on return to user space: cpu_id_start and
+# cpu_id at 0..8, node_id and mm_cid at 20..28 (6.3+)
+RSEQ_KERNEL_FIELDS = ((0, 8), (20, 28))
 
 
 def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
@@ -417,7 +419,7 @@ def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
         if core.HasField("thread_core") and core.thread_core.HasField("rseq_entry"):
             start = core.thread_core.rseq_entry.rseq_abi_pointer
             if start:
-                windows.append((start, start + RSEQ_CPU_ID_BYTES))
+                windows += [(start + lo, start + hi) for lo, hi in RSEQ_KERNEL_FIELDS]
     return windows
 
 
