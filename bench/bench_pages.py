@@ -99,7 +99,8 @@ def scaled(mm: MmState, times: int) -> MmState:
 
 
 def run_one(dump: Path, pid: int, tmpdir: str, scale: int = 1) -> dict:
-    with open_source(str(dump)) as source:
+    source = open_source(str(dump))
+    try:
         prog = open_kernel(source)
         task = find_task(prog, pid)
         if task is None:
@@ -118,6 +119,9 @@ def run_one(dump: Path, pid: int, tmpdir: str, scale: int = 1) -> dict:
         return {"select": select, "write": write, "bytes": stats.bytes, "entries": len(entries),
                 "copies": stats.copies, "runs": len(mm.pages), "rss_before": before, "rss_peak": rss.peak,
                 "out": out}
+    finally:
+        source.close()
+
 
 
 def main() -> int:
