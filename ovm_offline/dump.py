@@ -15,9 +15,11 @@ from typing import Callable
 from .criu import build
 from .errors import GuestDataError, OvmError, UnsupportedError
 from .extract.buildid import attach_build_ids
+from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
 from .extract.pages import PagesStats, write_pages
+from .extract.pipes import attach_pipes
 from .extract.task import extract_task_common
 from .kernel import timekeeping
 from .kernel.cgroup import task_cgroup_path
@@ -25,10 +27,10 @@ from .kernel.list import list_for_each_entry
 from .kernel.memory import Program
 from .kernel.nsproxy import task_namespaces
 from .kernel.pid import task_active_pid_ns
-from .kernel.tasks import for_each_process, is_kthread, task_comm
+from .kernel.tasks import for_each_process, for_each_thread, is_kthread, task_comm
 from .output import atomic_directory
 from .sources.base import PhysicalSource
-from .state import NamespaceIds, ProcessState
+from .state import CgroupDir, NamespaceIds, ProcessState
 
 MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
 EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
@@ -81,18 +83,26 @@ def check_dumpable(task) -> None:
 
 
 def process_tree(prog: Program, root) -> list:
-    """`root` and its descendants (``task_struct.children``), parents before children."""
-    order, queue, seen = [], [root], set()
-    while queue:
-        task = queue.pop(0)
+    """`root` and its descendants, depth first with parents before children: the order
+    CRIU's pstree walk dumps them in. A process's children are those of each of its
+    threads (``task_struct.children``, oldest first), thread by thread, as CRIU reads
+    /proc/PID/task/TID/children."""
+    order, stack, seen = [], [root], set()
+    while stack:
+        task = stack.pop()
         if task.address_ in seen:
             raise GuestDataError(f"process tree below PID {root.pid} loops at PID {task.pid}")
         seen.add(task.address_)
         order.append(task)
         if len(order) > MAX_TREE:
             raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
-        queue.extend(list_for_each_entry(prog, "task_struct", task.children.address_of_(), "sibling",
-                                         name=f"children of PID {task.pid}"))
+        children: list = []
+        for thread in for_each_thread(task):
+            children.extend(list_for_each_entry(prog, "task_struct", thread.children.address_of_(), "sibling",
+                                                name=f"children of TID {thread.pid}", limit=MAX_TREE + 1))
+            if len(children) > MAX_TREE:
+                raise GuestDataError(f"PID {task.pid} has more than {MAX_TREE} children")
+        stack.extend(reversed(children))
     return order
 
 
@@ -102,21 +112,43 @@ def namespace_ids(task) -> NamespaceIds:
                         user=ns.user, cgroup=ns.cgroup, time=ns.time)
 
 
-def extract_process(prog: Program, task, pid_ns, file_cache: dict) -> ProcessState:
+SAVED_FD_KINDS = ("reg", "tty", "pipe")
+
+
+def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: dict) -> ProcessState:
     common = extract_task_common(prog, task, pid_ns)
     mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads])
     fds = extract_files(prog, task, pid_ns, cache=file_cache)
     for fd in fds:
-        if fd.file.kind not in build.FD_TYPES or fd.file.kind not in ("reg", "tty"):
+        if fd.file.kind not in build.FD_TYPES or fd.file.kind not in SAVED_FD_KINDS:
             raise UnsupportedError(
                 f"PID {common.global_pid} ({common.comm}) fd {fd.fd} is a {fd.file.kind} "
                 f"({fd.file.identity.path}); ovm-offline cannot save those yet")
+    attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=pipe_cache)
     proc = ProcessState(
         **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),
         cgroup=task_cgroup_path(task) or "/", mm_key=int(task.mm), files_key=int(task.files), fs_key=int(task.fs),
     )
     attach_build_ids(prog, task, proc)
     return proc
+
+
+def cgroup_dirs(prog: Program, tree: list, processes: list[ProcessState],
+                root_namespaces: NamespaceIds) -> dict[str, CgroupDir]:
+    """The cgroup directories CRIU would save for the tree: the subtree of every cgroup a
+    process is in, unless it is criu's own (build.CRIU_CGROUP). Processes in a cgroup
+    namespace of their own are refused: CRIU records their namespace prefix, we cannot yet."""
+    dirs: dict[str, CgroupDir] = {}
+    for task, proc in zip(tree, processes):
+        if proc.namespaces.cgroup != root_namespaces.cgroup:
+            raise UnsupportedError(f"PID {proc.global_pid} ({proc.comm}) is in a cgroup namespace of its own; "
+                                   "ovm-offline cannot save those yet")
+        if proc.cgroup == build.CRIU_CGROUP or proc.cgroup in dirs:
+            continue
+        d = task_cgroup_dir(prog, task)
+        if d is not None:
+            dirs[proc.cgroup] = d
+    return dirs
 
 
 def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path, *, force: bool = False,
@@ -128,12 +160,15 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
     for task in tree:
         check_dumpable(task)
     pid_ns = task_active_pid_ns(root)
+    root_namespaces = namespace_ids(prog["init_task"])
     file_cache: dict = {}
-    processes = [extract_process(prog, task, pid_ns, file_cache) for task in tree]
+    pipe_cache: dict = {}
+    processes = [extract_process(prog, task, pid_ns, file_cache, pipe_cache) for task in tree]
     processes[0].ppid = 0  # the dumped tree's root has no parent in the images
     dump_set = build.DumpSet(
-        processes=processes, root_namespaces=namespace_ids(prog["init_task"]),
+        processes=processes, root_namespaces=root_namespaces,
         monotonic_ns=timekeeping.ktime_get_ns(prog), boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
+        cgroups=cgroup_dirs(prog, tree, processes, root_namespaces),
     )
     stats = PagesStats()
 

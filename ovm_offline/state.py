@@ -269,6 +269,16 @@ class TtyState:
 
 
 @dataclasses.dataclass
+class PipeState:
+    """A pipe (struct pipe_inode_info) as CRIU saves it: the inode number both ends share,
+    the capacity F_GETPIPE_SZ gives, and the bytes written to it and not yet read."""
+
+    pipe_id: int
+    size: int
+    data: bytes
+
+
+@dataclasses.dataclass
 class OpenFile:
     """One struct file. Several fds (and processes) may share it: `key` tells (its address)."""
 
@@ -280,6 +290,7 @@ class OpenFile:
     owner: Owner = field(default_factory=Owner)
     tty: TtyState | None = None
     build_id: bytes | None = None
+    pipe: PipeState | None = None  # kind "pipe": the pipe the file is an end of
 
 
 @dataclasses.dataclass
@@ -294,6 +305,36 @@ class FsState:
     cwd: FileIdentity
     root: FileIdentity
     umask: int
+
+
+@dataclasses.dataclass
+class CgroupPerms:
+    """Mode (with the file type bits), owner and group of a cgroup file or directory."""
+
+    mode: int
+    uid: int
+    gid: int
+
+
+@dataclasses.dataclass
+class CgroupProperty:
+    """A file of a cgroup directory CRIU saves (for cgroup.procs only its permissions)."""
+
+    name: str
+    value: str
+    perms: CgroupPerms | None = None
+
+
+@dataclasses.dataclass
+class CgroupDir:
+    """A directory of the cgroup v2 hierarchy: the cgroup of a dumped task, or one below
+    it (CRIU saves the whole subtree so that restore can recreate it). `path` is from the
+    hierarchy's root ("/ovmbox"); children are in readdir order."""
+
+    path: str
+    perms: CgroupPerms
+    properties: list[CgroupProperty] = field(default_factory=list)
+    children: list["CgroupDir"] = field(default_factory=list)
 
 
 # --- the process -----------------------------------------------------------------------------
