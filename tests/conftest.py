@@ -3,6 +3,8 @@ recorded on first use), never from mocks."""
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 import sys
 
 import pytest
@@ -59,3 +61,37 @@ def golden_of(recording):
 def all_golden(recording):
     """Every standard golden images dir (recording any that is missing)."""
     return [recording(*case.split("-", 1)).golden for case in GOLDEN_CASES]
+
+
+# --- running the CLI and dumping recordings ------------------------------------------------------
+
+def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`ovm-offline ARGS` in a fresh interpreter, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def dump_from(source, pid: int, out):
+    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"dumped pid {pid}" in result.stderr and "pages" in result.stderr, result.stderr
+    return out
+
+
+def tree_digest(directory) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture(scope="session")
+def dumped(recording, tmp_path_factory):
+    """dumped(kernel, workload) -> our images of the workload's root from its ELF dump (once)."""
+    made: dict[tuple[str, str], object] = {}
+
+    def get(kernel: str, workload: str):
+        if (kernel, workload) not in made:
+            rec = recording(kernel, workload)
+            out = tmp_path_factory.mktemp(f"{kernel}-{workload}") / "images"
+            made[(kernel, workload)] = dump_from(rec.elf, rec.manifest["root_pid"], out)
+        return made[(kernel, workload)]
+
+    return get

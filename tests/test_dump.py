@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import dump_from, ovm, tree_digest
 
 from corpus import kernels
 from corpus.restore import restore
@@ -16,44 +15,15 @@ from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 
 KERNELS = list(kernels.KERNELS)
-SINGLE = ["counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads"]
+# every standard workload: single processes, threads, process trees with pipes, a container
+WORKLOADS = ["counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree",
+          "container"]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest
 
 
-def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def dump_from(source: Path, pid: int, out: Path) -> Path:
-    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out))
-    assert result.returncode == 0, result.stderr
-    assert f"dumped pid {pid}" in result.stderr and "pages" in result.stderr
-    return out
-
-
-def tree_digest(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
-
-
-@pytest.fixture(scope="module")
-def dumped(recording, tmp_path_factory):
-    """dumped(kernel, workload) -> our images from the ELF dump (made once per module)."""
-    made: dict[tuple[str, str], Path] = {}
-
-    def get(kernel: str, workload: str) -> Path:
-        if (kernel, workload) not in made:
-            rec = recording(kernel, workload)
-            out = tmp_path_factory.mktemp(f"{kernel}-{workload}") / "images"
-            made[(kernel, workload)] = dump_from(rec.elf, rec.manifest["root_pid"], out)
-        return made[(kernel, workload)]
-
-    return get
-
-
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", SINGLE)
+@pytest.mark.parametrize("workload", WORKLOADS)
 def test_images_match_criu_dump_of_the_same_process(recording, dumped, kernel, workload):
     rec = recording(kernel, workload)
     result = diff_dirs(dumped(kernel, workload), rec.golden)
@@ -61,7 +31,7 @@ def test_images_match_criu_dump_of_the_same_process(recording, dumped, kernel, w
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", SINGLE)
+@pytest.mark.parametrize("workload", WORKLOADS)
 def test_every_source_gives_byte_identical_images(recording, dumped, tmp_path, kernel, workload):
     rec = recording(kernel, workload)
     reference = tree_digest(dumped(kernel, workload))
@@ -72,7 +42,7 @@ def test_every_source_gives_byte_identical_images(recording, dumped, tmp_path, k
 
 @pytest.mark.skipif(not CRIT.exists(), reason="crit (Debian package criu) is not installed")
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", SINGLE)
+@pytest.mark.parametrize("workload", WORKLOADS)
 def test_crit_decodes_every_image_we_write(dumped, kernel, workload):
     for path in sorted(dumped(kernel, workload).iterdir()):
         if images.kind_for_filename(path.name) in (None, images.PAGES):
@@ -82,7 +52,7 @@ def test_crit_decodes_every_image_we_write(dumped, kernel, workload):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", SINGLE)
+@pytest.mark.parametrize("workload", WORKLOADS)
 def test_criu_restore_of_our_images_passes_the_workload_check(recording, dumped, kernel, workload):
     rec = recording(kernel, workload)
     result = restore(rec, dumped(kernel, workload), log=lambda m: None)

@@ -5,18 +5,12 @@ walk must survive hostile rings with one-line errors."""
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from test_kernel_common import ISF, SparseSource
 
 from corpus import kernels
-from corpus.restore import restore
 from ovm_offline.criu import images
-from ovm_offline.criu.diff import diff_dirs
 from ovm_offline.errors import GuestDataError
 from ovm_offline.kernel.memory import START_KERNEL_MAP, Program
 from ovm_offline.kernel.pipe import (
@@ -28,59 +22,7 @@ from ovm_offline.kernel.pipe import (
 from ovm_offline.kernel.symbols import load_isf
 
 KERNELS = list(kernels.KERNELS)
-TREES = ["pipetree", "container"]
 pytestmark = pytest.mark.guest
-
-
-def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def dump_from(source: Path, pid: int, out: Path) -> Path:
-    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out))
-    assert result.returncode == 0, result.stderr
-    assert f"dumped pid {pid}" in result.stderr, result.stderr
-    return out
-
-
-def tree_digest(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
-
-
-@pytest.fixture(scope="module")
-def dumped(recording, tmp_path_factory):
-    """dumped(kernel, workload) -> our images from the ELF dump (made once per module)."""
-    made: dict[tuple[str, str], Path] = {}
-
-    def get(kernel: str, workload: str) -> Path:
-        if (kernel, workload) not in made:
-            rec = recording(kernel, workload)
-            out = tmp_path_factory.mktemp(f"{kernel}-{workload}") / "images"
-            made[(kernel, workload)] = dump_from(rec.elf, rec.manifest["root_pid"], out)
-        return made[(kernel, workload)]
-
-    return get
-
-
-# --- against criu dump, across sources, restore ---------------------------------------------
-
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", TREES)
-def test_tree_images_match_criu_dump(recording, dumped, kernel, workload):
-    rec = recording(kernel, workload)
-    result = diff_dirs(dumped(kernel, workload), rec.golden)
-    assert result.same, result.report()
-
-
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", TREES)
-def test_tree_images_are_byte_identical_from_every_source(recording, dumped, tmp_path, kernel, workload):
-    rec = recording(kernel, workload)
-    reference = tree_digest(dumped(kernel, workload))
-    for name, source in {**rec.kdumps, "live": rec.live_dir}.items():
-        out = dump_from(source, rec.manifest["root_pid"], tmp_path / name)
-        assert tree_digest(out) == reference, f"{name} differs from the ELF dump's images"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -111,14 +53,6 @@ def test_container_is_saved_with_inner_pids_and_its_cgroup(dumped, kernel):
         inv = images.read_image(d / images.INVENTORY.filename()).entries[0]
         assert ids.pid_ns_id != inv.root_ids.pid_ns_id and ids.net_ns_id == inv.root_ids.net_ns_id
     assert inv.root_cg_set != cg.sets[0].id
-
-
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", TREES)
-def test_criu_restore_of_tree_images_passes_the_workload_check(recording, dumped, kernel, workload):
-    rec = recording(kernel, workload)
-    result = restore(rec, dumped(kernel, workload), log=lambda m: None)
-    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
 
 
 # --- the pipe ring, in fake memory laid out by the real ISFs ----------------------------------
