@@ -39,7 +39,7 @@ class Guest:
         ram_mib: int,
         disks: list[Path],
         smp: int = 2,
-        accel: str = "tcg",
+        accel: str | None = None,
         cpu: str | None = None,
         cmdline_extra: str = "",
     ):
@@ -51,6 +51,9 @@ class Guest:
         self.qmp_tool_path = workdir / "qmp-tool.sock"
         self.ctl_path = workdir / "ctl.sock"
         self.ram_mib = ram_mib
+        # TCG by default: nested KVM hangs Linux guests in early boot on the project machines;
+        # OVM_ACCEL=kvm opts in where KVM does work
+        accel = accel or os.environ.get("OVM_ACCEL", "tcg")
         cmdline = f"console=ttyS0 panic=-1 quiet loglevel=4 {cmdline_extra}".strip()
         self.argv = [
             "qemu-system-x86_64",

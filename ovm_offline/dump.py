@@ -124,6 +124,13 @@ def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: d
             raise UnsupportedError(
                 f"PID {common.global_pid} ({common.comm}) fd {fd.fd} is a {fd.file.kind} "
                 f"({fd.file.identity.path}); ovm-offline cannot save those yet")
+    for fd in fds:
+        tty = fd.file.tty
+        if fd.file.kind == "tty" and (tty is None or tty.driver not in ("pty-master", "pty-slave")):
+            what = tty.driver if tty is not None else "tty"
+            raise UnsupportedError(
+                f"PID {common.global_pid} ({common.comm}) fd {fd.fd} is a {what} terminal "
+                f"({fd.file.identity.path}); ovm-offline can save pseudo-terminals only")
     attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=pipe_cache)
     proc = ProcessState(
         **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),

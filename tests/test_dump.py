@@ -73,6 +73,9 @@ def test_refusals_leave_no_output_directory(recording, tmp_path):
     assert not out.exists()
     one_line_error(ovm("dump", str(rec.elf), "--pid", "2", "-D", str(out)), "kernel thread")
     assert not out.exists()
+    # busybox init holds /dev/console: not a terminal ovm-offline can save yet
+    one_line_error(ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out)), "fd 0 is a console terminal")
+    assert not out.exists()
     out.mkdir()
     (out / "keep").write_text("x")
     one_line_error(ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out)), "not empty")

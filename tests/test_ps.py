@@ -150,3 +150,23 @@ def test_missing_or_wrong_isf_is_a_one_line_error_naming_the_banner(recording, t
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 3
     assert "6.1.0-56-cloud-amd64" in result.stdout and "dwarf2json" in result.stdout
+
+
+def test_convert_kdump_to_elf_reads_back_the_elf_dump_of_the_same_moment(recording, tmp_path):
+    from ovm_offline.sources import open_source
+
+    rec = recording("6.12", "counter")
+    out = tmp_path / "converted.elf"
+    result = ovm("convert", str(rec.kdumps["kdump-zlib"]), str(out))
+    assert result.returncode == 0, result.stderr
+    with open_source(out) as converted, open_source(rec.elf) as original:
+        assert converted.vmcoreinfo() == original.vmcoreinfo()
+        runs = converted.runs()
+        assert sum(r.length for r in runs) == sum(r.length for r in original.runs())
+        for run in runs:
+            for offset in range(0, run.length, 8 << 20):
+                n = min(8 << 20, run.length - offset)
+                assert converted.read(run.start + offset, n) == original.read(run.start + offset, n)
+    assert ps_json(out) == ps_json(rec.elf)
+    again = ovm("convert", str(rec.kdumps["kdump-zlib"]), str(out))
+    assert again.returncode != 0 and "exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1
