@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from test_kernel_common import ISF, SparseSource
 
+from ovm_offline.criu.build import vma_status as criu_vma_status
 from ovm_offline.extract.mm import (
     MAP_ANONYMOUS,
     MAP_GROWSDOWN,
@@ -18,7 +19,6 @@ from ovm_offline.extract.mm import (
     MAP_SHARED,
     criu_can_be_lazy,
     criu_lazy_allowed,
-    criu_vma_status,
     vm_madvise,
     vm_map_flags,
     vm_prot,

@@ -354,22 +354,22 @@ def _cg_dir_entry(node: _CgDir, poff: int) -> "N.cgroup_dir_entry":
     return entry
 
 
-def vma_status(vma: Vma) -> int:
-    status = VMA_AREA_REGULAR
-    if vma.kind == "vdso":
-        return status | VMA_AREA_VDSO | VMA_ANON_PRIVATE
-    if vma.kind == "vvar":
-        return status | VMA_AREA_VVAR | VMA_ANON_PRIVATE
-    if vma.kind == "vsyscall":
+def vma_status(v: Vma) -> int:
+    """The vma_entry.status CRIU 3.17 gives a VMA of this kind: anon 0x201, heap 0x221, private
+    file 0x41, vdso 0x209, vvar 0x1201, vsyscall 0x204. CRIU sets no VMA_AREA_STACK for
+    [stack]: it is plain anonymous memory there."""
+    if v.kind == "vsyscall":
         return VMA_AREA_VSYSCALL | VMA_ANON_PRIVATE
-    if vma.file is not None:
-        status |= VMA_FILE_SHARED if vma.shared else VMA_FILE_PRIVATE
-    else:
-        status |= VMA_ANON_SHARED if vma.shared else VMA_ANON_PRIVATE
-    if vma.kind == "heap":
+    status = VMA_AREA_REGULAR
+    if v.kind == "file":
+        return status | (VMA_FILE_SHARED if v.shared else VMA_FILE_PRIVATE)
+    status |= VMA_ANON_SHARED if v.shared else VMA_ANON_PRIVATE
+    if v.kind == "heap":
         status |= VMA_AREA_HEAP
-    if vma.kind == "stack" and False:  # CRIU 3.17 does not mark the stack VMA (seen in golden images)
-        status |= VMA_AREA_STACK
+    elif v.kind == "vdso":
+        status |= VMA_AREA_VDSO
+    elif v.kind == "vvar":
+        status |= VMA_AREA_VVAR
     return status
 
 

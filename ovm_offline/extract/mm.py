@@ -101,18 +101,6 @@ MADV_HUGEPAGE = 14
 MADV_NOHUGEPAGE = 15
 MADV_DONTDUMP = 16
 
-# criu/include/image.h VMA_AREA_* (vma_entry.status)
-VMA_AREA_REGULAR = 1 << 0
-VMA_AREA_STACK = 1 << 1
-VMA_AREA_VSYSCALL = 1 << 2
-VMA_AREA_VDSO = 1 << 3
-VMA_AREA_HEAP = 1 << 5
-VMA_FILE_PRIVATE = 1 << 6
-VMA_FILE_SHARED = 1 << 7
-VMA_ANON_SHARED = 1 << 8
-VMA_ANON_PRIVATE = 1 << 9
-VMA_AREA_VVAR = 1 << 12
-
 # include/linux/fs.h f_mode
 FMODE_READ = 0x1
 FMODE_WRITE = 0x2
@@ -233,25 +221,6 @@ def vsyscall_vma(mm: Struct) -> Vma | None:
         return None
     return Vma(start=g.start, end=g.end, pgoff=0, prot=vm_prot(g.flags),
                flags=MAP_PRIVATE | MAP_ANONYMOUS, kind="vsyscall")
-
-
-def criu_vma_status(v: Vma) -> int:
-    """The vma_entry.status CRIU 3.17 gives a VMA of this kind (see criu-images.md):
-    anon 0x201, heap 0x221, private file 0x41, vdso 0x209, vvar 0x1201, vsyscall 0x204.
-    CRIU sets no VMA_AREA_STACK for [stack]: it is plain anonymous memory there."""
-    if v.kind == "vsyscall":
-        return VMA_AREA_VSYSCALL | VMA_ANON_PRIVATE
-    status = VMA_AREA_REGULAR
-    if v.kind == "file":
-        return status | (VMA_FILE_SHARED if v.shared else VMA_FILE_PRIVATE)
-    status |= VMA_ANON_SHARED if v.shared else VMA_ANON_PRIVATE
-    if v.kind == "heap":
-        status |= VMA_AREA_HEAP
-    elif v.kind == "vdso":
-        status |= VMA_AREA_VDSO
-    elif v.kind == "vvar":
-        status |= VMA_AREA_VVAR
-    return status
 
 
 def criu_dumps_pages_of(v: Vma, task_size: int) -> bool:
