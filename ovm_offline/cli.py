@@ -129,22 +129,28 @@ def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, co
 
 @cli.command()
 @source_options
-@click.option("--pid", "-t", "pid", type=int, required=True, help="Global PID of the process to save (with its descendants).")
+@click.option("--pid", "-t", "pid", type=int, help="Global PID of the process to save (with its descendants).")
+@click.option("--container", help="Save this container's process tree (the CONTAINER column of `ps`).")
+@click.option("--skip-unsupported", is_flag=True,
+              help="Leave out open files ovm-offline cannot save yet instead of failing.")
 @click.option("--images-dir", "-D", "directory", type=click.Path(file_okay=False), required=True,
               help="Where to write the images; must not exist or be empty.")
 @click.option("--force", is_flag=True, help="Replace a non-empty images directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
-def dump(source, live, qmp, mem, symbol_dirs, pid, directory, force, quiet) -> None:
+def dump(source, live, qmp, mem, symbol_dirs, pid, container, skip_unsupported, directory, force, quiet) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
 
     \b
     ovm-offline dump guest.elf --pid 10000 -D images/
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
+    ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     """
     from . import dump as dumping
     from .output import check_target
 
+    if (pid is None) == (container is None):
+        raise click.UsageError("give either --pid or --container")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
     with opened_source(source, live, qmp, mem) as src:
         prog = inventory_open_kernel(src, symbol_dirs)
@@ -155,7 +161,10 @@ def dump(source, live, qmp, mem, symbol_dirs, pid, directory, force, quiet) -> N
             bar = tqdm(desc="pages", unit="B", unit_scale=True, leave=False)
         progress = (lambda done: bar.update(done - bar.n)) if bar else None
         try:
-            summary = dumping.dump(src, prog, pid, directory, force=force, progress=progress)
+            if container is not None:
+                pid = dumping.container_root(prog, container)
+            summary = dumping.dump(src, prog, pid, directory, force=force, progress=progress,
+                                   skip_unsupported=skip_unsupported)
         finally:
             if bar:
                 bar.close()

@@ -54,6 +54,7 @@ class DumpSummary:
     zero_pages: int
     seconds: float
     directory: Path
+    skipped: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         return [
@@ -61,7 +62,7 @@ class DumpSummary:
             f"wrote {self.images} images to {self.directory}: {self.pages} pages ({self.page_bytes / 2**20:.1f} MiB), "
             f"{self.files} file entries, in {self.seconds:.2f} s",
         ] + ([f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
-             if self.swapped_pages else [])
+             if self.swapped_pages else []) + [f"warning: left out {what}" for what in self.skipped]
 
 
 def find_task(prog: Program, pid: int):
@@ -70,6 +71,23 @@ def find_task(prog: Program, pid: int):
         if task.pid == pid:
             return task
     raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
+
+
+def container_root(prog: Program, container: str) -> int:
+    """The global PID of the one process of `container` (an id as `ovm-offline ps` shows it)
+    whose parent is outside it: dumping it saves the container's process tree."""
+    from .inventory import list_processes
+
+    procs = list_processes(prog)
+    members = {p.pid for p in procs if p.container == container}
+    if not members:
+        known = sorted({p.container for p in procs if p.container})
+        raise NoSuchProcess(f"no container {container!r} in the guest (containers: {', '.join(known) or 'none'})")
+    roots = sorted(p.pid for p in procs if p.pid in members and p.ppid not in members)
+    if len(roots) != 1:
+        raise UnsupportedError(f"container {container!r} has {len(roots)} process trees (roots: "
+                               f"{', '.join(map(str, roots))}); dump each with --pid")
+    return roots[0]
 
 
 def check_dumpable(task) -> None:
@@ -115,22 +133,29 @@ def namespace_ids(task) -> NamespaceIds:
 SAVED_FD_KINDS = ("reg", "tty", "pipe")
 
 
-def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: dict) -> ProcessState:
+def unsupported_reason(fd) -> str | None:
+    """Why ovm-offline cannot save this open file yet, or None if it can."""
+    kind, tty = fd.file.kind, fd.file.tty
+    if kind not in build.FD_TYPES or kind not in SAVED_FD_KINDS:
+        return f"a {kind} ({fd.file.identity.path})"
+    if kind == "tty" and (tty is None or tty.driver not in ("pty-master", "pty-slave")):
+        return f"a {tty.driver if tty is not None else 'tty'} terminal ({fd.file.identity.path}), not a pseudo-terminal"
+    return None
+
+
+def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: dict,
+                    unsupported: list[str]) -> ProcessState:
+    """A ProcessState of thread-group leader `task`. Open files ovm-offline cannot save are
+    left out and described in `unsupported`."""
     common = extract_task_common(prog, task, pid_ns)
     mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads])
-    fds = extract_files(prog, task, pid_ns, cache=file_cache)
-    for fd in fds:
-        if fd.file.kind not in build.FD_TYPES or fd.file.kind not in SAVED_FD_KINDS:
-            raise UnsupportedError(
-                f"PID {common.global_pid} ({common.comm}) fd {fd.fd} is a {fd.file.kind} "
-                f"({fd.file.identity.path}); ovm-offline cannot save those yet")
-    for fd in fds:
-        tty = fd.file.tty
-        if fd.file.kind == "tty" and (tty is None or tty.driver not in ("pty-master", "pty-slave")):
-            what = tty.driver if tty is not None else "tty"
-            raise UnsupportedError(
-                f"PID {common.global_pid} ({common.comm}) fd {fd.fd} is a {what} terminal "
-                f"({fd.file.identity.path}); ovm-offline can save pseudo-terminals only")
+    fds = []
+    for fd in extract_files(prog, task, pid_ns, cache=file_cache):
+        reason = unsupported_reason(fd)
+        if reason is None:
+            fds.append(fd)
+        else:
+            unsupported.append(f"PID {common.global_pid} ({common.comm}) fd {fd.fd}: {reason}")
     attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=pipe_cache)
     proc = ProcessState(
         **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),
@@ -159,8 +184,10 @@ def cgroup_dirs(prog: Program, tree: list, processes: list[ProcessState],
 
 
 def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path, *, force: bool = False,
-         progress: Callable[[int], None] | None = None) -> DumpSummary:
-    """Save process `pid` (global PID) and its descendants as CRIU images in `directory`."""
+         progress: Callable[[int], None] | None = None, skip_unsupported: bool = False) -> DumpSummary:
+    """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
+    Open files that cannot be saved yet make it fail, naming them all, unless
+    `skip_unsupported` (then they are left out and listed in the summary)."""
     started = time.monotonic()
     root = find_task(prog, pid)
     tree = process_tree(prog, root)
@@ -170,7 +197,11 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
     root_namespaces = namespace_ids(prog["init_task"])
     file_cache: dict = {}
     pipe_cache: dict = {}
-    processes = [extract_process(prog, task, pid_ns, file_cache, pipe_cache) for task in tree]
+    unsupported: list[str] = []
+    processes = [extract_process(prog, task, pid_ns, file_cache, pipe_cache, unsupported) for task in tree]
+    if unsupported and not skip_unsupported:
+        raise UnsupportedError(f"cannot save {len(unsupported)} open file(s) yet: " + "; ".join(unsupported)
+                               + " (--skip-unsupported leaves them out)")
     processes[0].ppid = 0  # the dumped tree's root has no parent in the images
     dump_set = build.DumpSet(
         processes=processes, root_namespaces=root_namespaces,
@@ -192,5 +223,5 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
         pid=pid, comm=processes[0].comm, processes=len(processes), threads=sum(len(p.threads) for p in processes),
         images=written.images, pages=stats.pages, page_bytes=stats.bytes, files=written.files,
         swapped_pages=sum(p.mm.swapped_pages for p in processes), zero_pages=sum(p.mm.zero_pages for p in processes),
-        seconds=time.monotonic() - started, directory=Path(directory),
+        seconds=time.monotonic() - started, directory=Path(directory), skipped=tuple(unsupported),
     )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_refusals_leave_no_output_directory(recording, tmp_path):
     one_line_error(ovm("dump", str(rec.elf), "--pid", "2", "-D", str(out)), "kernel thread")
     assert not out.exists()
     # busybox init holds /dev/console: not a terminal ovm-offline can save yet
-    one_line_error(ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out)), "fd 0 is a console terminal")
+    one_line_error(ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out)), "PID 1 (init) fd 0: a console terminal")
     assert not out.exists()
     out.mkdir()
     (out / "keep").write_text("x")
@@ -93,3 +94,28 @@ def test_force_replaces_and_an_empty_directory_is_used(recording, tmp_path):
     result = ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out), "--force")
     assert result.returncode == 0, result.stderr
     assert tree_digest(out) == first
+
+
+def test_every_unsupported_file_is_named_and_can_be_skipped_explicitly(recording, tmp_path):
+    rec = recording("6.1", "counter")
+    out = tmp_path / "out"
+    refused = ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out))
+    one_line_error(refused, "cannot save")
+    assert "PID 1 (init) fd 0" in refused.stderr and "fd 3: a serial terminal (/dev/ttyS1)" in refused.stderr
+    assert not out.exists()
+    skipped = ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out), "--skip-unsupported")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "warning: left out PID 1 (init) fd 0: a console terminal" in skipped.stderr
+    fdinfo = images.ImageDir(out).get(images.FDINFO, 2)
+    assert 0 not in {e.fd for e in fdinfo.entries}
+
+
+def test_container_option_dumps_the_container_tree(recording, dumped, tmp_path):
+    rec = recording("6.12", "container")
+    listed = ovm("ps", str(rec.elf), "--json")
+    container = next(c for c in (json.loads(line)["container"] for line in listed.stdout.splitlines()) if c)
+    out = tmp_path / "images"
+    result = ovm("dump", str(rec.elf), "--container", container, "-D", str(out))
+    assert result.returncode == 0, result.stderr
+    assert tree_digest(out) == tree_digest(dumped("6.12", "container"))
+    one_line_error(ovm("dump", str(rec.elf), "--container", "nosuch", "-D", str(tmp_path / "x")), "no container 'nosuch'")
