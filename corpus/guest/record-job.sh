@@ -20,6 +20,9 @@ fi
 sleep "$SETTLE"
 kill -STOP -"$ROOT" || fail "cannot stop process group $ROOT"
 wait_stopped "$ROOT"
+# Let interval timers (1 s in the workloads) fire once while stopped: their signal is then
+# pending in the memory snapshot as in criu's dump seconds later (non-RT signals collapse)
+sleep 1.5
 MEMBERS=$(group_pids "$ROOT" | sort -n | tr '\n' ' ')
 
 # In-guest facts, read from /proc while the group is stopped (the state the dumps show).
