@@ -95,6 +95,18 @@ sleep 1; echo "UP $!" > /dev/ttyS1; sleep 600
         assert procs[pid]["comm"] == "counter" and procs[1]["comm"] == "init"
         assert "guest was paused for" in result.stderr
         assert guest.command("query-status")["running"] is True
+        # dump from the running guest: paused while read, resumed after, images complete
+        images_dir = tmp_path / "images"
+        dumped = ovm("dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
+                     "--pid", str(pid), "-D", str(images_dir))
+        assert dumped.returncode == 0, dumped.stderr
+        assert "guest was paused for" in dumped.stderr and f"dumped pid {pid} (counter)" in dumped.stderr
+        assert (images_dir / f"core-{pid}.img").exists() and (images_dir / "pages-1.img").stat().st_size > 0
+        assert guest.command("query-status")["running"] is True
+        refused = ovm("dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
+                      "--pid", str(pid), "-D", str(images_dir))
+        assert refused.returncode != 0 and "not empty" in refused.stderr
+        assert guest.command("query-status")["running"] is True  # refused before pausing
         # a guest that was already paused is left paused
         guest.command("stop")
         again = ovm("ps", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file))
