@@ -20,7 +20,7 @@ BOOT_TIMEOUT = 180
 DONE_TIMEOUT = 600
 # Bump when the recorder's own code changes what a recording holds (QEMU options, dump
 # formats, layout); the job scripts, the facts parser and the initramfs are keyed by content.
-RECORDING_FORMAT = 1
+RECORDING_FORMAT = 2
 RECORDER_FILES = [Path(facts.__file__)]
 
 
@@ -100,6 +100,9 @@ def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, i
         ready = guest.expect("RECORD-READY", BOOT_TIMEOUT + 300, f"booting {kernel_name} and starting {workload.name}")
         timings["boot_and_ready"] = time.monotonic() - t0
 
+        # The job shell has just written RECORD-READY; let it block in its read of the control
+        # port, so no task but the kernel's own is on a vCPU in the snapshot
+        time.sleep(0.5)
         t = time.monotonic()
         guest.command("stop")
         formats = guest.command("query-dump-guest-memory-capability")["formats"]
