@@ -32,7 +32,19 @@ def _log_at_dump(rec: Recording, log_name: str) -> str:
 
 def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
     """Boot a fresh guest of the recording's kernel, restore `images` there and judge the run.
-    A failed `criu restore` is a failed result, not an exception; a broken guest raises."""
+    A failed `criu restore` is a failed result, not an exception. A guest that dies by itself
+    (QEMU exits: under TCG a guest has been seen to reboot during boot) is tried once more;
+    the first attempt's serial log is kept in the result."""
+    first = _restore_once(rec, images, log)
+    if first.ok or not first.detail.startswith("QEMU exited"):
+        return first
+    log(f"guest died ({first.detail}); trying once more")
+    second = _restore_once(rec, images, log)
+    return dataclasses.replace(second, detail=f"{second.detail} (after a first attempt: {first.detail}; "
+                                              f"its serial log: {first.restore_log[-600:]!r})")
+
+
+def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
     manifest = rec.manifest
     workload = get_workload(manifest["workload"])
     kernel = kernels.unpack(kernels.get_kernel(manifest["kernel"]))
@@ -68,7 +80,8 @@ def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
         seconds = time.monotonic() - t0
         if failure is not None:
             detail = str(failure).splitlines()[0]
-            return RestoreResult(False, detail, after, restore_log, seconds)
+            console = getattr(failure, "log_tail", "")
+            return RestoreResult(False, detail, after, restore_log or console, seconds)
         verdict = workload.check(_log_at_dump(rec, workload.log_name), after)
         log(f"restore of {workload.name} on {manifest['kernel']}: {'ok' if verdict.ok else 'FAILED'} ({verdict.detail})")
         return RestoreResult(verdict.ok, verdict.detail, after, restore_log, seconds)
