@@ -4,7 +4,6 @@ kernel, with the workload's files recreated as they were, and the workload's own
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import tarfile
 import tempfile
 import time

@@ -136,7 +136,7 @@ SAVED_FD_KINDS = ("reg", "tty", "pipe")
 def unsupported_reason(fd) -> str | None:
     """Why ovm-offline cannot save this open file yet, or None if it can."""
     kind, tty = fd.file.kind, fd.file.tty
-    if kind not in build.FD_TYPES or kind not in SAVED_FD_KINDS:
+    if kind not in SAVED_FD_KINDS:
         return f"a {kind} ({fd.file.identity.path})"
     if kind == "tty" and (tty is None or tty.driver not in ("pty-master", "pty-slave")):
         return f"a {tty.driver if tty is not None else 'tty'} terminal ({fd.file.identity.path}), not a pseudo-terminal"
