@@ -103,12 +103,20 @@ WORKLOADS = {
             description="a PID namespace init and its child in cgroup /ovmbox",
             restore_prepare="mkdir -p /sys/fs/cgroup/ovmbox",
         ),
+        Workload("ipc", "ipc", run_after_restore=1.0,
+                 description="a FIFO and UNIX sockets (pairs, named, stream and datagram) with data queued"),
+        Workload("shmem", "shmem", run_after_restore=1.0,
+                 description="shared anonymous memory and shared file mappings across a fork"),
+        Workload("sysvshm", "sysvshm", run_after_restore=1.0,
+                 description="System V shared memory in the tree's own IPC namespace"),
+        Workload("evfds", "evfds", run_after_restore=1.0,
+                 description="eventfds, a signalfd, timerfds and an epoll set over them"),
     )
 }
 
 # what the test suite records on both kernels; memhog-1024 is recorded for benchmarks on demand
 STANDARD = ("counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree",
-            "container")
+            "container", "ipc", "shmem", "sysvshm", "evfds")
 
 
 def get_workload(name: str) -> Workload:

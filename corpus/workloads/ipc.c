@@ -1,0 +1,293 @@
+/* cflags: */
+/* ipc - two processes joined by a FIFO and UNIX domain sockets, with data queued in each.
+ *
+ * Root R (session leader) and its child K share (dir = $OVM_RUN_DIR/ipc):
+ *   fifo     dir/fifo: R holds the read end, K the write end; K queued FIFO_MSG.
+ *   spair    socketpair(AF_UNIX, SOCK_STREAM): bytes queued both ways.
+ *   dpair    socketpair(AF_UNIX, SOCK_DGRAM): K sent three datagrams R has not read.
+ *   listener dir/stream.sock: R listens (no pending connection); K's client is connected
+ *            to R's accepted socket, bytes queued both ways.
+ *   dgram    dir/dgram.sock: R's bound datagram socket; K's unbound socket, connected to
+ *            it, sent two datagrams.
+ *   ctl      a pipe R -> K: K blocks in read() on it until R's check wakes it.
+ * Nothing queued is read before the check, so it is all in the kernel at checkpoint time.
+ *
+ * Check (SIGUSR1 to R): R reads everything queued for it, exact bytes and datagram
+ * boundaries (the first check only), then writes one byte to ctl. K verifies what was
+ * queued for it, writes a probe on every channel it holds and a report over spair;
+ * R reads the probes and the report.
+ *
+ * READY line:  READY root=R child=K
+ * CHECK line:  CHECK OK root=R child=K channels=6
+ *              CHECK FAIL <what>[; <what>...]
+ */
+#include "common.h"
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+static const char FIFO_MSG[] = "fifo: queued by the child before the checkpoint";
+static const char SPAIR_TO_R[] = "spair: stream bytes the child wrote for the root";
+static const char SPAIR_TO_K[] = "spair: stream bytes the root wrote for the child, twice as long as needed";
+static const char *const DGRAMS_TO_R[] = { "dpair-1", "dpair-2: a longer datagram", "dpair-3:x" };
+static const char ACCEPTED_TO_R[] = "listener: the client's bytes, waiting in the accepted socket";
+static const char CLIENT_TO_K[] = "listener: the accepted socket's bytes, waiting in the client";
+static const char *const NAMED_DGRAMS[] = { "named-dgram-one", "named-dgram-two!" };
+static const char PROBE[] = "probe";
+
+static char fifo_path[108], stream_path[108], dgram_path[108];
+
+static void addr_of(struct sockaddr_un *a, const char *path)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	memcpy(a->sun_path, path, strlen(path) + 1);	/* paths are checked to fit */
+}
+
+/* A non-blocking read of a FIFO or a socket (recv() refuses FIFOs). */
+static ssize_t recv_any(int fd, char *buf, size_t len)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (!(fl & O_NONBLOCK))
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	ssize_t r = read(fd, buf, len);
+	int e = errno;
+	if (!(fl & O_NONBLOCK))
+		fcntl(fd, F_SETFL, fl);
+	errno = e;
+	return r;
+}
+
+/* Read exactly `want` from a non-blocking stream fd, waiting up to 2 s for it to arrive. */
+static int expect_stream(int fd, const char *want, size_t len, const char *what, char *err, size_t errsz)
+{
+	char buf[512];
+	size_t got = 0;
+	for (int tries = 0; got < len && tries < 200; tries++) {
+		ssize_t r = recv_any(fd, buf + got, len - got);
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			break;
+		sleep_ms(10);
+	}
+	if (got != len || memcmp(buf, want, len)) {
+		append(err, errsz, "%s: got %zu of %zu bytes%s; ", what, got, len,
+		       got == len ? " (different)" : "");
+		return -1;
+	}
+	return 0;
+}
+
+/* Receive one datagram of exactly `want` (boundaries kept), waiting up to 2 s. */
+static int expect_dgram(int fd, const char *want, const char *what, char *err, size_t errsz)
+{
+	char buf[512];
+	ssize_t r = -1;
+	for (int tries = 0; tries < 200; tries++) {
+		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r >= 0 || (errno != EAGAIN && errno != EINTR))
+			break;
+		sleep_ms(10);
+	}
+	size_t len = strlen(want);
+	if (r != (ssize_t)len || memcmp(buf, want, len)) {
+		append(err, errsz, "%s: datagram of %zd bytes, wanted %zu '%s'; ", what, r, len, want);
+		return -1;
+	}
+	return 0;
+}
+
+static int send_all(int fd, const char *s, size_t len)
+{
+	return write_full(fd, s, len);
+}
+
+/* K: queue its data, then wait on ctl; on each byte verify (first time) and probe. */
+static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg)
+{
+	signal(SIGUSR1, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	if (send_all(fifo_w, FIFO_MSG, strlen(FIFO_MSG)) < 0 || send_all(sp, SPAIR_TO_R, strlen(SPAIR_TO_R)) < 0 ||
+	    send_all(client, ACCEPTED_TO_R, strlen(ACCEPTED_TO_R)) < 0)
+		_exit(2);
+	for (int i = 0; i < 3; i++)
+		if (send(dp, DGRAMS_TO_R[i], strlen(DGRAMS_TO_R[i]), 0) < 0)
+			_exit(3);
+	for (int i = 0; i < 2; i++)
+		if (send(dg, NAMED_DGRAMS[i], strlen(NAMED_DGRAMS[i]), 0) < 0)
+			_exit(4);
+	int first = 1;
+	for (;;) {
+		char c;
+		ssize_t r = read(ctl, &c, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			_exit(0);
+		char err[1024] = "";
+		if (first) {
+			expect_stream(sp, SPAIR_TO_K, strlen(SPAIR_TO_K), "child spair", err, sizeof(err));
+			expect_stream(client, CLIENT_TO_K, strlen(CLIENT_TO_K), "child client", err, sizeof(err));
+			first = 0;
+		}
+		int fails = 0;
+		fails |= send_all(fifo_w, PROBE, strlen(PROBE)) < 0;
+		fails |= send(dp, PROBE, strlen(PROBE), 0) < 0;
+		fails |= send_all(client, PROBE, strlen(PROBE)) < 0;
+		fails |= send(dg, PROBE, strlen(PROBE), 0) < 0;
+		if (fails)
+			append(err, sizeof(err), "child: a probe could not be sent (%s); ", strerror(errno));
+		char report[1100];
+		int n = snprintf(report, sizeof(report), "%-1023s", err[0] ? err : "OK");
+		send_all(sp, report, (size_t)n > 1023 ? 1023 : (size_t)n);
+	}
+}
+
+int main(void)
+{
+	setsid();
+	const char *dir = work_dir("ipc");
+	if (snprintf(fifo_path, sizeof(fifo_path), "%s/fifo", dir) >= (int)sizeof(fifo_path) ||
+	    snprintf(stream_path, sizeof(stream_path), "%s/stream.sock", dir) >= (int)sizeof(stream_path) ||
+	    snprintf(dgram_path, sizeof(dgram_path), "%s/dgram.sock", dir) >= (int)sizeof(dgram_path))
+		setup_fail("run directory %s is too long for a socket address", dir);
+	unlink(fifo_path);
+	unlink(stream_path);
+	unlink(dgram_path);
+
+	sigset_t blocked, waitmask;
+	sigemptyset(&blocked);
+	sigaddset(&blocked, SIGUSR1);
+	block_set(&blocked);
+	sigprocmask(SIG_BLOCK, NULL, &waitmask);
+	sigdelset(&waitmask, SIGUSR1);
+	install_handler(SIGUSR1, on_usr1, 0);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (mkfifo(fifo_path, 0640) < 0)
+		setup_fail("mkfifo %s", fifo_path);
+	int fifo_r = open(fifo_path, O_RDONLY | O_NONBLOCK);
+	if (fifo_r < 0)
+		setup_fail("open fifo for reading");
+	int ctl[2], sp[2], dp[2];
+	if (pipe(ctl) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, dp) < 0)
+		setup_fail("pipe/socketpair");
+
+	struct sockaddr_un sa, da;
+	addr_of(&sa, stream_path);
+	addr_of(&da, dgram_path);
+	int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (listener < 0 || bind(listener, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(listener, 4) < 0)
+		setup_fail("listen on %s", stream_path);
+	int dgram = socket(AF_UNIX, SOCK_DGRAM, 0);
+	if (dgram < 0 || bind(dgram, (struct sockaddr *)&da, sizeof(da)) < 0)
+		setup_fail("bind %s", dgram_path);
+
+	pid_t k = fork();
+	if (k < 0)
+		setup_fail("fork");
+	if (k == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		close(ctl[1]);
+		close(sp[0]);
+		close(dp[0]);
+		close(fifo_r);
+		close(listener);
+		close(dgram);
+		int fifo_w = open(fifo_path, O_WRONLY);
+		int client = socket(AF_UNIX, SOCK_STREAM, 0);
+		int dg = socket(AF_UNIX, SOCK_DGRAM, 0);
+		if (fifo_w < 0 || client < 0 || dg < 0 || connect(client, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		    connect(dg, (struct sockaddr *)&da, sizeof(da)) < 0)
+			_exit(1);
+		child(ctl[0], fifo_w, sp[1], dp[1], client, dg);
+	}
+	close(ctl[0]);
+	close(sp[1]);
+	close(dp[1]);
+	int accepted = accept(listener, NULL, NULL);
+	if (accepted < 0)
+		setup_fail("accept");
+	if (send_all(sp[0], SPAIR_TO_K, strlen(SPAIR_TO_K)) < 0 ||
+	    send_all(accepted, CLIENT_TO_K, strlen(CLIENT_TO_K)) < 0)
+		setup_fail("queue data for the child");
+
+	/* Wait until everything the child queues has arrived, without reading any of it. */
+	int queued = 0;
+	for (int tries = 0; tries < 500 && !queued; tries++) {
+		struct pollfd p[4] = { { fifo_r, POLLIN, 0 }, { sp[0], POLLIN, 0 }, { accepted, POLLIN, 0 },
+				       { dgram, POLLIN, 0 } };
+		char b[64];
+		poll(p, 4, 0);
+		queued = (p[0].revents & POLLIN) && (p[1].revents & POLLIN) && (p[2].revents & POLLIN) &&
+			 (p[3].revents & POLLIN) && recv(dp[0], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) > 0;
+		if (!queued)
+			sleep_ms(10);
+	}
+	if (!queued) {
+		int st;
+		pid_t w = waitpid(k, &st, WNOHANG);
+		setup_fail("the child's data did not arrive (child %s, status 0x%x)", w ? "exited" : "running", w ? st : 0);
+	}
+	sleep_ms_full(200);	/* the child sends all of it before blocking on ctl */
+	int st;
+	if (waitpid(k, &st, WNOHANG) != 0)
+		setup_fail("child exited during setup (status 0x%x)", st);
+	say("READY root=%d child=%d", (int)getpid(), (int)k);
+
+	int first = 1;
+	for (;;) {
+		block_set(&blocked);
+		while (!usr1_flag)
+			sigsuspend(&waitmask);
+		usr1_flag = 0;
+		char err[2048] = "";
+		if (first) {
+			expect_stream(fifo_r, FIFO_MSG, strlen(FIFO_MSG), "fifo", err, sizeof(err));
+			expect_stream(sp[0], SPAIR_TO_R, strlen(SPAIR_TO_R), "spair", err, sizeof(err));
+			expect_stream(accepted, ACCEPTED_TO_R, strlen(ACCEPTED_TO_R), "accepted", err, sizeof(err));
+			for (int i = 0; i < 3; i++)
+				expect_dgram(dp[0], DGRAMS_TO_R[i], "dpair", err, sizeof(err));
+			for (int i = 0; i < 2; i++)
+				expect_dgram(dgram, NAMED_DGRAMS[i], "named dgram", err, sizeof(err));
+			first = 0;
+		}
+		if (write(ctl[1], "c", 1) != 1)
+			append(err, sizeof(err), "ctl write: %s; ", strerror(errno));
+		expect_stream(fifo_r, PROBE, strlen(PROBE), "fifo probe", err, sizeof(err));
+		expect_dgram(dp[0], PROBE, "dpair probe", err, sizeof(err));
+		expect_stream(accepted, PROBE, strlen(PROBE), "accepted probe", err, sizeof(err));
+		expect_dgram(dgram, PROBE, "named dgram probe", err, sizeof(err));
+		char report[1024];
+		size_t got = 0;
+		for (int tries = 0; got < 1023 && tries < 300; tries++) {
+			ssize_t r = recv(sp[0], report + got, 1023 - got, MSG_DONTWAIT);
+			if (r > 0)
+				got += (size_t)r;
+			else if (r == 0 || (errno != EAGAIN && errno != EINTR))
+				break;
+			else
+				sleep_ms(10);
+		}
+		report[got] = 0;
+		for (char *e = report + got; e > report && e[-1] == ' '; e--)
+			e[-1] = 0;
+		if (got != 1023)
+			append(err, sizeof(err), "child report: %zu of 1023 bytes; ", got);
+		else if (strcmp(report, "OK"))
+			append(err, sizeof(err), "%s", report);
+		if (waitpid(k, &st, WNOHANG) != 0)
+			append(err, sizeof(err), "child gone; ");
+		if (err[0])
+			say("CHECK FAIL %s", err);
+		else
+			say("CHECK OK root=%d child=%d channels=6", (int)getpid(), (int)k);
+	}
+}
