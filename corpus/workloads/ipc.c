@@ -6,9 +6,13 @@
  *   spair    socketpair(AF_UNIX, SOCK_STREAM): bytes queued both ways.
  *   dpair    socketpair(AF_UNIX, SOCK_DGRAM): K sent three datagrams R has not read.
  *   listener dir/stream.sock: R listens (no pending connection); K's client is connected
- *            to R's accepted socket, bytes queued both ways.
+ *            to R's accepted socket, bytes queued both ways; K's include a BIG_LEN-byte
+ *            write, which the kernel keeps partly in page fragments of the skb.
  *   dgram    dir/dgram.sock: R's bound datagram socket; K's unbound socket, connected to
  *            it, sent two datagrams.
+ *   qpair    socketpair(AF_UNIX, SOCK_SEQPACKET): K sent two records R has not read.
+ *   abstract R's datagram socket bound to the abstract name "\0ovm-ipc-abstract"; K sent it
+ *            a datagram with sendto() from an unbound, unconnected socket.
  *   ctl      a pipe R -> K: K blocks in read() on it until R's check wakes it.
  * Nothing queued is read before the check, so it is all in the kernel at checkpoint time.
  *
@@ -18,12 +22,14 @@
  * R reads the probes and the report.
  *
  * READY line:  READY root=R child=K
- * CHECK line:  CHECK OK root=R child=K channels=6
+ * CHECK line:  CHECK OK root=R child=K channels=8
  *              CHECK FAIL <what>[; <what>...]
  */
 #include "common.h"
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -35,7 +41,29 @@ static const char *const DGRAMS_TO_R[] = { "dpair-1", "dpair-2: a longer datagra
 static const char ACCEPTED_TO_R[] = "listener: the client's bytes, waiting in the accepted socket";
 static const char CLIENT_TO_K[] = "listener: the accepted socket's bytes, waiting in the client";
 static const char *const NAMED_DGRAMS[] = { "named-dgram-one", "named-dgram-two!" };
+static const char *const RECORDS[] = { "seqpacket-1", "seqpacket-two" };
+static const char ABSTRACT_MSG[] = "abstract-hello";
+static const char ABSTRACT_NAME[] = "\0ovm-ipc-abstract";
 static const char PROBE[] = "probe";
+#define BIG_LEN 12000
+static char big[BIG_LEN], accepted_to_r[sizeof(ACCEPTED_TO_R) - 1 + BIG_LEN];
+
+/* The bytes K's client writes in one write(): a pattern that shows any lost or moved byte. */
+static void make_big(void)
+{
+	for (int i = 0; i < BIG_LEN; i++)
+		big[i] = (char)('a' + (i * 7 + i / 26) % 26);
+	memcpy(accepted_to_r, ACCEPTED_TO_R, sizeof(ACCEPTED_TO_R) - 1);
+	memcpy(accepted_to_r + sizeof(ACCEPTED_TO_R) - 1, big, BIG_LEN);
+}
+
+static socklen_t abstract_addr(struct sockaddr_un *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	memcpy(a->sun_path, ABSTRACT_NAME, sizeof(ABSTRACT_NAME) - 1);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(ABSTRACT_NAME) - 1);
+}
 
 static char fifo_path[108], stream_path[108], dgram_path[108];
 
@@ -63,8 +91,10 @@ static ssize_t recv_any(int fd, char *buf, size_t len)
 /* Read exactly `want` from a non-blocking stream fd, waiting up to 2 s for it to arrive. */
 static int expect_stream(int fd, const char *want, size_t len, const char *what, char *err, size_t errsz)
 {
-	char buf[512];
+	static char buf[sizeof(accepted_to_r)];
 	size_t got = 0;
+	if (len > sizeof(buf))
+		len = sizeof(buf);
 	for (int tries = 0; got < len && tries < 200; tries++) {
 		ssize_t r = recv_any(fd, buf + got, len - got);
 		if (r > 0) {
@@ -108,13 +138,20 @@ static int send_all(int fd, const char *s, size_t len)
 }
 
 /* K: queue its data, then wait on ctl; on each byte verify (first time) and probe. */
-static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg)
+static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg, int qp, int ab)
 {
 	signal(SIGUSR1, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	struct sockaddr_un aa;
+	socklen_t alen = abstract_addr(&aa);
 	if (send_all(fifo_w, FIFO_MSG, strlen(FIFO_MSG)) < 0 || send_all(sp, SPAIR_TO_R, strlen(SPAIR_TO_R)) < 0 ||
-	    send_all(client, ACCEPTED_TO_R, strlen(ACCEPTED_TO_R)) < 0)
+	    send_all(client, ACCEPTED_TO_R, strlen(ACCEPTED_TO_R)) < 0 || write(client, big, BIG_LEN) != BIG_LEN)
 		_exit(2);
+	for (int i = 0; i < 2; i++)
+		if (send(qp, RECORDS[i], strlen(RECORDS[i]), 0) < 0)
+			_exit(5);
+	if (sendto(ab, ABSTRACT_MSG, strlen(ABSTRACT_MSG), 0, (struct sockaddr *)&aa, alen) < 0)
+		_exit(6);
 	for (int i = 0; i < 3; i++)
 		if (send(dp, DGRAMS_TO_R[i], strlen(DGRAMS_TO_R[i]), 0) < 0)
 			_exit(3);
@@ -140,6 +177,8 @@ static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg)
 		fails |= send(dp, PROBE, strlen(PROBE), 0) < 0;
 		fails |= send_all(client, PROBE, strlen(PROBE)) < 0;
 		fails |= send(dg, PROBE, strlen(PROBE), 0) < 0;
+		fails |= send(qp, PROBE, strlen(PROBE), 0) < 0;
+		fails |= sendto(ab, PROBE, strlen(PROBE), 0, (struct sockaddr *)&aa, alen) < 0;
 		if (fails)
 			append(err, sizeof(err), "child: a probe could not be sent (%s); ", strerror(errno));
 		char report[1100];
@@ -151,6 +190,7 @@ static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg)
 int main(void)
 {
 	setsid();
+	make_big();
 	const char *dir = work_dir("ipc");
 	if (snprintf(fifo_path, sizeof(fifo_path), "%s/fifo", dir) >= (int)sizeof(fifo_path) ||
 	    snprintf(stream_path, sizeof(stream_path), "%s/stream.sock", dir) >= (int)sizeof(stream_path) ||
@@ -174,9 +214,15 @@ int main(void)
 	int fifo_r = open(fifo_path, O_RDONLY | O_NONBLOCK);
 	if (fifo_r < 0)
 		setup_fail("open fifo for reading");
-	int ctl[2], sp[2], dp[2];
-	if (pipe(ctl) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, dp) < 0)
+	int ctl[2], sp[2], dp[2], qp[2];
+	if (pipe(ctl) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, dp) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET, 0, qp) < 0)
 		setup_fail("pipe/socketpair");
+	struct sockaddr_un aa;
+	socklen_t alen = abstract_addr(&aa);
+	int abstract = socket(AF_UNIX, SOCK_DGRAM, 0);
+	if (abstract < 0 || bind(abstract, (struct sockaddr *)&aa, alen) < 0)
+		setup_fail("bind the abstract name");
 
 	struct sockaddr_un sa, da;
 	addr_of(&sa, stream_path);
@@ -201,17 +247,21 @@ int main(void)
 		close(fifo_r);
 		close(listener);
 		close(dgram);
+		close(qp[0]);
+		close(abstract);
 		int fifo_w = open(fifo_path, O_WRONLY);
 		int client = socket(AF_UNIX, SOCK_STREAM, 0);
 		int dg = socket(AF_UNIX, SOCK_DGRAM, 0);
-		if (fifo_w < 0 || client < 0 || dg < 0 || connect(client, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		int ab = socket(AF_UNIX, SOCK_DGRAM, 0);
+		if (fifo_w < 0 || client < 0 || dg < 0 || ab < 0 || connect(client, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 		    connect(dg, (struct sockaddr *)&da, sizeof(da)) < 0)
 			_exit(1);
-		child(ctl[0], fifo_w, sp[1], dp[1], client, dg);
+		child(ctl[0], fifo_w, sp[1], dp[1], client, dg, qp[1], ab);
 	}
 	close(ctl[0]);
 	close(sp[1]);
 	close(dp[1]);
+	close(qp[1]);
 	int accepted = accept(listener, NULL, NULL);
 	if (accepted < 0)
 		setup_fail("accept");
@@ -222,12 +272,15 @@ int main(void)
 	/* Wait until everything the child queues has arrived, without reading any of it. */
 	int queued = 0;
 	for (int tries = 0; tries < 500 && !queued; tries++) {
-		struct pollfd p[4] = { { fifo_r, POLLIN, 0 }, { sp[0], POLLIN, 0 }, { accepted, POLLIN, 0 },
-				       { dgram, POLLIN, 0 } };
+		struct pollfd p[6] = { { fifo_r, POLLIN, 0 }, { sp[0], POLLIN, 0 }, { accepted, POLLIN, 0 },
+				       { dgram, POLLIN, 0 }, { qp[0], POLLIN, 0 }, { abstract, POLLIN, 0 } };
 		char b[64];
-		poll(p, 4, 0);
+		int inq = 0;
+		poll(p, 6, 0);
+		ioctl(accepted, FIONREAD, &inq);
 		queued = (p[0].revents & POLLIN) && (p[1].revents & POLLIN) && (p[2].revents & POLLIN) &&
-			 (p[3].revents & POLLIN) && recv(dp[0], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) > 0;
+			 (p[3].revents & POLLIN) && (p[4].revents & POLLIN) && (p[5].revents & POLLIN) &&
+			 inq == (int)sizeof(accepted_to_r) && recv(dp[0], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) > 0;
 		if (!queued)
 			sleep_ms(10);
 	}
@@ -252,7 +305,10 @@ int main(void)
 		if (first) {
 			expect_stream(fifo_r, FIFO_MSG, strlen(FIFO_MSG), "fifo", err, sizeof(err));
 			expect_stream(sp[0], SPAIR_TO_R, strlen(SPAIR_TO_R), "spair", err, sizeof(err));
-			expect_stream(accepted, ACCEPTED_TO_R, strlen(ACCEPTED_TO_R), "accepted", err, sizeof(err));
+			expect_stream(accepted, accepted_to_r, sizeof(accepted_to_r), "accepted", err, sizeof(err));
+			for (int i = 0; i < 2; i++)
+				expect_dgram(qp[0], RECORDS[i], "seqpacket", err, sizeof(err));
+			expect_dgram(abstract, ABSTRACT_MSG, "abstract dgram", err, sizeof(err));
 			for (int i = 0; i < 3; i++)
 				expect_dgram(dp[0], DGRAMS_TO_R[i], "dpair", err, sizeof(err));
 			for (int i = 0; i < 2; i++)
@@ -265,6 +321,8 @@ int main(void)
 		expect_dgram(dp[0], PROBE, "dpair probe", err, sizeof(err));
 		expect_stream(accepted, PROBE, strlen(PROBE), "accepted probe", err, sizeof(err));
 		expect_dgram(dgram, PROBE, "named dgram probe", err, sizeof(err));
+		expect_dgram(qp[0], PROBE, "seqpacket probe", err, sizeof(err));
+		expect_dgram(abstract, PROBE, "abstract probe", err, sizeof(err));
 		char report[1024];
 		size_t got = 0;
 		for (int tries = 0; got < 1023 && tries < 300; tries++) {
@@ -288,6 +346,6 @@ int main(void)
 		if (err[0])
 			say("CHECK FAIL %s", err);
 		else
-			say("CHECK OK root=%d child=%d channels=6", (int)getpid(), (int)k);
+			say("CHECK OK root=%d child=%d channels=8", (int)getpid(), (int)k);
 	}
 }
