@@ -33,7 +33,7 @@ def attach_pipes(prog: "Program", fds: list[Fd], *, pid: int, comm: str, cache: 
     (pipe_inode_info address -> PipeState) is shared by all processes of a dump."""
     for fd in fds:
         f = fd.file
-        if f.kind != "pipe" or f.pipe is not None:
+        if f.kind not in ("pipe", "fifo") or f.pipe is not None:
             continue
         if f.flags & O_DIRECT:
             raise UnsupportedError(f"PID {pid} ({comm}) fd {fd.fd} is a packet-mode (O_DIRECT) pipe "

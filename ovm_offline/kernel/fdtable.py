@@ -277,7 +277,7 @@ def socket_family(file: Pointer | Struct) -> int | None:
     sk = prog.struct("socket", sock_addr).sk
     if not sk:
         return None
-    return sk.member_("__sk_common").skc_family
+    return sk.deref().member_("__sk_common").skc_family
 
 
 def file_kind(file: Pointer | Struct) -> str:
