@@ -6,7 +6,10 @@ VM_READ/WRITE/EXEC; MAP_SHARED for VM_MAYSHARE (the maps "s"), else MAP_PRIVATE;
 MAP_ANONYMOUS without a file; MAP_GROWSDOWN/LOCKED/NORESERVE/HUGETLB and the madvise
 bits from the VmFlags letters CRIU understands (gd lo nr ht; sr rr dc dd mg hg nh);
 pgoff in bytes for file mappings (0 for anonymous ones, as maps prints it); kind from
-the maps name ([vdso], [vvar], [heap], [stack], [vsyscall]).
+the maps name ([vdso], [vvar], [heap], [stack], [vsyscall]). Shared anonymous memory is a
+file mapping here (its vm_file is "/dev/zero" on the internal shmem mount): such VMAs, and
+memfd and System V segment ones, carry a `SharedMemory` (extract/shmem.py), whose pages
+CRIU saves once per file, not per process; System V segments are MAP_ANONYMOUS to CRIU.
 
 Which pages CRIU saves (criu/mem.c should_dump_page over /proc/PID/pagemap), for
 "private" VMAs only (regular, anonymous or file-backed private, below TASK_SIZE):
@@ -75,6 +78,7 @@ from ..kernel.mm import (
     zero_page_pfn,
 )
 from ..kernel.objects import Pointer, Struct
+from .shmem import shared_memory_of
 from ..kernel.paging import PAGE_SIZE, PTE_PRESENT, NonPresent, Run
 from ..kernel.tasks import task_comm
 from ..state import FileIdentity, MmState, PageRun, Vma
@@ -406,13 +410,15 @@ def thread_stack_pointers(task: Struct) -> list[int]:
 
 def extract_mm(prog: "Program", task: Struct, *, thread_sps: list[int] | None = None,
                criu_compat: bool = True, skip_huge_zero: bool = False,
-               allow_busy: bool = False) -> MmState:
+               allow_busy: bool = False, shmem_cache: dict | None = None) -> MmState:
     """The memory of a ``struct task_struct`` (a thread-group leader with an mm) as an
     `MmState`: VMAs, mm fields, auxv (cut to CRIU's 44 words) and the page runs CRIU
     3.17 would save. `thread_sps` are the threads' user stack pointers (read from their
     pt_regs when not given); see the module doc for `criu_compat` and `skip_huge_zero`.
     Raises MmBusyError when a task held the mm's mmap_lock for write at capture time,
-    unless `allow_busy`."""
+    unless `allow_busy`. VMAs of shmem files (shared anonymous memory, memfds, System V
+    segments) get their `SharedMemory`; pass one `shmem_cache` dict for every process of
+    a dump so that each shmem file is read once."""
     mm_ptr = task.mm
     if not mm_ptr:
         raise GuestDataError(f"pid {task.pid} has no mm (a kernel thread or an exited task)")
@@ -424,6 +430,14 @@ def extract_mm(prog: "Program", task: Struct, *, thread_sps: list[int] | None = 
                               f" {task_comm(owner)} (pid {owner.pid}) holding mmap_lock for write when"
                               " memory was captured; capture it again")
     pairs: list[tuple[Struct | None, Vma]] = [(k, vma_to_state(k, mm)) for k in for_each_vma(mm)]
+    if shmem_cache is None:
+        shmem_cache = {}
+    for kvma, v in pairs:
+        f = vma_file(kvma)
+        if f is not None:
+            v.shmem = shared_memory_of(prog, f, shmem_cache)
+            if v.shmem is not None and v.shmem.sysv:
+                v.flags |= MAP_ANONYMOUS  # handle_vma: a System V segment is anonymous shared memory
     vsys = vsyscall_vma(mm)
     if vsys is not None:
         pairs.append((None, vsys))

@@ -125,15 +125,23 @@ def write_pages(source: PhysicalSource, mm: MmState, pages_file: BinaryIO,
                 stats: PagesStats | None = None) -> list[PagemapRun]:
     """Write the pages of `mm` (its `pages` runs, in order) to `pages_file` and return the
     pagemap entries that describe them. Pass a `PagesStats` to get the counters."""
+    return write_page_runs(source, mm.pages, pages_file, stats)
+
+
+def write_page_runs(source: PhysicalSource, runs: list[PageRun], pages_file: BinaryIO,
+                    stats: PagesStats | None = None) -> list[PagemapRun]:
+    """Write the pages of `runs` (ascending vaddr) to `pages_file` and return their pagemap
+    entries: a process's memory, or a shmem file's (vaddr = offset in the file, which is
+    how CRIU's do_dump_one_shmem numbers them)."""
     st = stats if stats is not None else PagesStats()
     written = 0
-    for pa, n in _physical_stretches(mm.pages):
+    for pa, n in _physical_stretches(runs):
         source.copy_to(pa, n, pages_file)
         st.copies += 1
         written += n
-    entries = list(pagemap_entries(mm.pages))
+    entries = list(pagemap_entries(runs))
     st.bytes += written
     st.pages += written // PAGE_SIZE
-    st.lazy_pages += sum(r.length for r in mm.pages if r.lazy) // PAGE_SIZE
+    st.lazy_pages += sum(r.length for r in runs if r.lazy) // PAGE_SIZE
     st.entries += len(entries)
     return entries

@@ -115,6 +115,36 @@ class ipc_var_entry(_message.Message):
     shm_next_id: int
     def __init__(self, sem_ctls: _Optional[_Iterable[int]] = ..., msg_ctlmax: _Optional[int] = ..., msg_ctlmnb: _Optional[int] = ..., msg_ctlmni: _Optional[int] = ..., auto_msgmni: _Optional[int] = ..., shm_ctlmax: _Optional[int] = ..., shm_ctlall: _Optional[int] = ..., shm_ctlmni: _Optional[int] = ..., shm_rmid_forced: _Optional[int] = ..., mq_queues_max: _Optional[int] = ..., mq_msg_max: _Optional[int] = ..., mq_msgsize_max: _Optional[int] = ..., mq_msg_default: _Optional[int] = ..., mq_msgsize_default: _Optional[int] = ..., msg_next_id: _Optional[int] = ..., sem_next_id: _Optional[int] = ..., shm_next_id: _Optional[int] = ...) -> None: ...
 
+class ipc_desc_entry(_message.Message):
+    __slots__ = ("key", "uid", "gid", "cuid", "cgid", "mode", "id")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    CUID_FIELD_NUMBER: _ClassVar[int]
+    CGID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    key: int
+    uid: int
+    gid: int
+    cuid: int
+    cgid: int
+    mode: int
+    id: int
+    def __init__(self, key: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., cuid: _Optional[int] = ..., cgid: _Optional[int] = ..., mode: _Optional[int] = ..., id: _Optional[int] = ...) -> None: ...
+
+class ipc_shm_entry(_message.Message):
+    __slots__ = ("desc", "size", "in_pagemaps", "hugetlb_flag")
+    DESC_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    IN_PAGEMAPS_FIELD_NUMBER: _ClassVar[int]
+    HUGETLB_FLAG_FIELD_NUMBER: _ClassVar[int]
+    desc: ipc_desc_entry
+    size: int
+    in_pagemaps: bool
+    hugetlb_flag: int
+    def __init__(self, desc: _Optional[_Union[ipc_desc_entry, _Mapping]] = ..., size: _Optional[int] = ..., in_pagemaps: _Optional[bool] = ..., hugetlb_flag: _Optional[int] = ...) -> None: ...
+
 class mnt_entry(_message.Message):
     __slots__ = ("fstype", "mnt_id", "root_dev", "parent_mnt_id", "flags", "root", "mountpoint", "source", "options", "shared_id", "master_id", "with_plugin", "ext_mount", "fsname", "internal_sharing", "deleted", "sb_flags", "ext_key")
     FSTYPE_FIELD_NUMBER: _ClassVar[int]
