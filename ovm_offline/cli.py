@@ -204,17 +204,23 @@ def convert(kdump, elf_out, force) -> None:
 
 
 @cli.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("directory", type=click.Path(exists=True))
 @click.argument("names", nargs=-1)
 def show(directory, names) -> None:
-    """Print CRIU images readably (like `crit show`): every image of DIRECTORY, or just NAMES.
+    """Print CRIU images readably (like `crit show`): every image of DIRECTORY, just NAMES
+    of it, or one image file.
 
     \b
     ovm-offline show images/
     ovm-offline show images/ core-10000.img mm-10000.img
+    ovm-offline show images/sk-queues.img
     """
     from .criu.show import show_dir
 
+    if os.path.isfile(directory):
+        if names:
+            raise OvmError(f"{directory} is an image file; NAMES go with a directory")
+        directory, names = os.path.dirname(directory) or ".", (os.path.basename(directory),)
     click.echo(show_dir(directory, list(names) or None))
 
 

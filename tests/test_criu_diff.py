@@ -252,3 +252,14 @@ def test_show_cli_error_is_one_line(tmp_path, capsys):
     assert show.main([str(tmp_path)]) == images.ImageError.exit_code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "core-1.img" in err
+
+
+@needs_golden
+def test_show_takes_a_single_image_file(golden_of):
+    from conftest import ovm
+
+    g = golden_of("pipetree")
+    one = ovm("show", str(g / "pstree.img"))
+    assert one.returncode == 0 and one.stdout.startswith("== pstree.img") and "== core" not in one.stdout
+    both = ovm("show", str(g / "pstree.img"), "core-10000.img")
+    assert both.returncode != 0 and both.stderr.count("\n") == 1 and "is an image file" in both.stderr

@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -80,7 +82,22 @@ def test_golden_images_decode_fully_and_reencode_byte_identical(golden, tmp_path
 def test_golden_images_decode_like_crit(golden):
     paths = image_files(golden)
     for path, theirs in zip(paths, crit_decode_all(paths, pretty=False)):
-        assert show.image_to_dict(images.read_image(path), "crit") == theirs, path.name
+        ours = show.image_to_dict(images.read_image(path), "crit")
+        assert _around_crit_ipcns_shm_bug(path, ours, theirs) == theirs, path.name
+
+
+def _around_crit_ipcns_shm_bug(path, ours: dict, theirs: dict) -> dict:
+    """crit 3.17 reads `size` bytes of segment data after every ipcns-shm entry, even when
+    in_pagemaps says the data is in pagemap-shmem/pages images instead: it shows the first
+    entry with the next entries' bytes as its "extra" and loses them. Compare what it
+    does decode: our first entry, given the bytes crit swallowed."""
+    if images.kind_for_filename(path.name) is not images.IPCNS_SHM or len(ours["entries"]) < 2:
+        return ours
+    assert all(e.get("in_pagemaps") for e in ours["entries"])
+    raw = path.read_bytes()
+    first_end = 8 + 4 + int.from_bytes(raw[8:12], "little")  # magics, then the first entry
+    swallowed = raw[first_end:first_end + ours["entries"][0]["size"]]
+    return {**ours, "entries": [{**ours["entries"][0], "extra": base64.b64encode(swallowed).decode() + "\n"}]}
 
 
 # crit --pretty prints task_state 3 as "Zombie" and 6 as "Stopped"; CRIU's constants say the
@@ -101,9 +118,13 @@ def pretty_mismatches(crit, ours, path: str) -> list[str]:
         return []
     if crit == "" and ours == "0":
         return []
-    if isinstance(crit, str) and isinstance(ours, str):  # bytes: crit base64, ours hex
+    if isinstance(crit, str) and isinstance(ours, str):  # bytes: crit base64, ours hex or a digest
         try:
-            if base64.b64decode(crit, validate=False) == bytes.fromhex(ours):
+            raw = base64.b64decode(crit, validate=False)
+            digest = re.fullmatch(r"<(\d+) bytes sha256:([0-9a-f]+)>", ours)
+            if digest and len(raw) == int(digest[1]) and hashlib.sha256(raw).hexdigest().startswith(digest[2]):
+                return []
+            if raw == bytes.fromhex(ours):
                 return []
         except ValueError:
             pass
@@ -119,7 +140,7 @@ def test_golden_images_show_like_crit_pretty(golden):
     paths = image_files(golden)
     problems = []
     for path, theirs in zip(paths, crit_decode_all(paths, pretty=True)):
-        ours = show.image_to_dict(images.read_image(path), "pretty")
+        ours = _around_crit_ipcns_shm_bug(path, show.image_to_dict(images.read_image(path), "pretty"), theirs)
         assert ours["magic"] == theirs["magic"]
         problems += pretty_mismatches(theirs["entries"], ours["entries"], path.name)
     assert not problems, "\n".join(problems[:20])

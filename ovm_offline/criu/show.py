@@ -14,6 +14,7 @@ import base64
 import hashlib
 import ipaddress
 import json
+import quopri
 import socket
 import sys
 from collections.abc import Callable
@@ -114,11 +115,12 @@ def _scalar(field: FieldDescriptor, value: Any, style: Style, hexed: bool) -> An
         ev = field.enum_type.values_by_number.get(value)
         return ev.name if ev is not None else value
     if field.type == FieldDescriptor.TYPE_BYTES:
+        if style in ("crit", "pretty") and display(field).unix_name:
+            # crit shows UNIX socket names quoted-printable: readable paths, "=00" for a NUL
+            return quopri.encodestring(value).decode()
         if style == "crit":
             return base64.encodebytes(value).decode()
         if style == "pretty":
-            if display(field).unix_name:
-                return value.decode("utf-8", "backslashreplace")
             return render_bytes(value)
         return bytes(value)
     if field.type == FieldDescriptor.TYPE_STRING and isinstance(value, bytes):
