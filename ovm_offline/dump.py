@@ -14,12 +14,15 @@ from typing import Callable
 
 from .criu import build
 from .errors import GuestDataError, OvmError, UnsupportedError
+from .extract.anonfds import attach_anon_fds
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
-from .extract.pages import PagesStats, write_pages
+from .extract.pages import PagesStats, write_page_runs, write_pages
+from .extract.shmem import tree_ipc_namespace
 from .extract.pipes import attach_pipes
+from .extract.sockets import attach_unix_sockets
 from .extract.task import extract_task_common
 from .kernel import timekeeping
 from .kernel.cgroup import task_cgroup_path
@@ -30,7 +33,7 @@ from .kernel.pid import task_active_pid_ns
 from .kernel.tasks import for_each_process, for_each_thread, is_kthread, task_comm
 from .output import atomic_directory
 from .sources.base import PhysicalSource
-from .state import CgroupDir, NamespaceIds, ProcessState
+from .state import CgroupDir, NamespaceIds, ProcessState, SharedMemory
 
 MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
 EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
@@ -130,39 +133,75 @@ def namespace_ids(task) -> NamespaceIds:
                         user=ns.user, cgroup=ns.cgroup, time=ns.time)
 
 
-SAVED_FD_KINDS = ("reg", "tty", "pipe")
+SAVED_FD_KINDS = ("reg", "tty", "pipe", "fifo", "unix")
+SAVED_FD_KINDS += ("eventfd", "signalfd", "timerfd", "eventpoll")
+
+
+#: how refusals name the kinds of open files ovm-offline cannot save yet
+KIND_DESCRIPTIONS = {
+    "inet": "an IPv4/IPv6 socket", "netlink": "a netlink socket", "packet": "a packet socket",
+    "socket": "a socket", "inotify": "an inotify instance", "fanotify": "a fanotify instance",
+    "pidfd": "a pidfd", "userfaultfd": "a userfaultfd", "io_uring": "an io_uring instance",
+    "bpf-map": "a BPF map", "bpf-prog": "a BPF program", "perf": "a perf event", "memfd": "a memfd",
+    "memfd-secret": "a memfd_secret area", "anon": "an anonymous-inode file",
+}
 
 
 def unsupported_reason(fd) -> str | None:
     """Why ovm-offline cannot save this open file yet, or None if it can."""
     kind, tty = fd.file.kind, fd.file.tty
     if kind not in SAVED_FD_KINDS:
-        return f"a {kind} ({fd.file.identity.path})"
+        return f"{KIND_DESCRIPTIONS.get(kind, 'a ' + kind)} ({fd.file.identity.path})"
     if kind == "tty" and (tty is None or tty.driver not in ("pty-master", "pty-slave")):
         return f"a {tty.driver if tty is not None else 'tty'} terminal ({fd.file.identity.path}), not a pseudo-terminal"
     return None
 
 
 def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: dict,
-                    unsupported: list[str]) -> ProcessState:
+                    unsupported: list[str], socket_cache: dict | None = None,
+                    shmem_cache: dict | None = None) -> ProcessState:
     """A ProcessState of thread-group leader `task`. Open files ovm-offline cannot save are
-    left out and described in `unsupported`."""
+    left out and described in `unsupported`. `shmem_cache` shares mapped shmem files
+    between the processes of a dump."""
     common = extract_task_common(prog, task, pid_ns)
-    mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads])
+    mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shmem_cache)
     fds = []
     for fd in extract_files(prog, task, pid_ns, cache=file_cache):
         reason = unsupported_reason(fd)
+        if reason is None and fd.file.kind == "unix":
+            try:
+                attach_unix_sockets(prog, [fd], pid=common.global_pid, comm=common.comm,
+                                    cache=socket_cache if socket_cache is not None else {})
+            except UnsupportedError as e:
+                reason = str(e)
         if reason is None:
             fds.append(fd)
         else:
             unsupported.append(f"PID {common.global_pid} ({common.comm}) fd {fd.fd}: {reason}")
     attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=pipe_cache)
+    attach_anon_fds(prog, fds, pid=common.global_pid, comm=common.comm, unsupported=unsupported)
     proc = ProcessState(
         **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),
         cgroup=task_cgroup_path(task) or "/", mm_key=int(task.mm), files_key=int(task.files), fs_key=int(task.fs),
     )
     attach_build_ids(prog, task, proc)
     return proc
+
+
+def leave_out_unix_peers_outside(processes: list[ProcessState], unsupported: list[str]) -> None:
+    """Take out UNIX sockets connected to a socket no dumped process holds (CRIU needs both
+    ends, or --ext-unix-sk) and describe them in `unsupported`; repeated, because leaving a
+    socket out leaves its peer connected to the outside."""
+    while True:
+        held = {fd.file.unix.ino for p in processes for fd in p.fds if fd.file.unix is not None}
+        outside = [(p, fd) for p in processes for fd in p.fds
+                   if fd.file.unix is not None and fd.file.unix.peer and fd.file.unix.peer not in held]
+        if not outside:
+            return
+        for p, fd in outside:
+            unsupported.append(f"PID {p.global_pid} ({p.comm}) fd {fd.fd}: a UNIX socket (socket:[{fd.file.unix.ino}]) "
+                               f"connected to socket:[{fd.file.unix.peer}], which no dumped process holds")
+            p.fds.remove(fd)
 
 
 def cgroup_dirs(prog: Program, tree: list, processes: list[ProcessState],
@@ -198,7 +237,12 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
     file_cache: dict = {}
     pipe_cache: dict = {}
     unsupported: list[str] = []
-    processes = [extract_process(prog, task, pid_ns, file_cache, pipe_cache, unsupported) for task in tree]
+    socket_cache: dict = {}
+    shmem_cache: dict = {}  # inode address -> SharedMemory, one per shmem file of the tree
+    processes = [extract_process(prog, task, pid_ns, file_cache, pipe_cache, unsupported, socket_cache,
+                                 shmem_cache=shmem_cache)
+                 for task in tree]
+    leave_out_unix_peers_outside(processes, unsupported)
     if unsupported and not skip_unsupported:
         raise UnsupportedError(f"cannot save {len(unsupported)} open file(s) yet: " + "; ".join(unsupported)
                                + " (--skip-unsupported leaves them out)")
@@ -207,6 +251,7 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
         processes=processes, root_namespaces=root_namespaces,
         monotonic_ns=timekeeping.ktime_get_ns(prog), boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
         cgroups=cgroup_dirs(prog, tree, processes, root_namespaces),
+        ipc_namespace=tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shmem_cache),
     )
     stats = PagesStats()
 
@@ -217,11 +262,17 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
             progress(stats.bytes)
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
+    def shmem_pages_writer(shm: SharedMemory, path: Path) -> list[tuple[int, int, int]]:
+        with open(path, "wb") as out:
+            runs = write_page_runs(source, shm.pages, out, stats)
+        return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
+
     with atomic_directory(directory, force) as tmp:
-        written = build.write_dump(dump_set, tmp, pages_writer)
+        written = build.write_dump(dump_set, tmp, pages_writer, shmem_pages_writer)
     return DumpSummary(
         pid=pid, comm=processes[0].comm, processes=len(processes), threads=sum(len(p.threads) for p in processes),
         images=written.images, pages=stats.pages, page_bytes=stats.bytes, files=written.files,
-        swapped_pages=sum(p.mm.swapped_pages for p in processes), zero_pages=sum(p.mm.zero_pages for p in processes),
+        swapped_pages=sum(p.mm.swapped_pages for p in processes)
+        + sum(shm.swapped_pages for shm in shmem_cache.values()), zero_pages=sum(p.mm.zero_pages for p in processes),
         seconds=time.monotonic() - started, directory=Path(directory), skipped=tuple(unsupported),
     )

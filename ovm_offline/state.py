@@ -200,6 +200,7 @@ class Vma:
     file_flags: int = 0  # O_* of the mapped struct file
     madvise: int = 0  # MADV_* bits CRIU records (1 << MADV_x)
     shared: bool = False
+    shmem: "SharedMemory | None" = None  # the file is on the kernel's internal shmem mount
 
 
 @dataclasses.dataclass
@@ -211,6 +212,24 @@ class PageRun:
     paddr: int
     length: int
     lazy: bool = False  # CRIU marks these pages PE_LAZY (anonymous private memory)
+
+
+@dataclasses.dataclass
+class SharedMemory:
+    """A file of the kernel's internal shmem mount that a VMA maps: anonymous shared memory
+    (MAP_SHARED|MAP_ANONYMOUS, named "/dev/zero"), a memfd, or a System V segment (`sysv`;
+    its inode number is the shmid). CRIU 3.17 saves the first two as memfd inodes, the
+    contents of all of them as a shmem pagemap named by `ino`."""
+
+    ino: int
+    name: str  # the path without " (deleted)" and "/memfd:", as memfd.img names it
+    uid: int
+    gid: int
+    size: int  # i_size in bytes
+    seals: int  # F_GET_SEALS
+    pages: list[PageRun]  # vaddr = offset in the file: the data pages lseek(SEEK_DATA) finds
+    swapped_pages: int = 0  # data pages swapped out: not in memory, not saved
+    sysv: bool = False
 
 
 @dataclasses.dataclass
@@ -279,6 +298,105 @@ class PipeState:
 
 
 @dataclasses.dataclass
+class EventfdState:
+    """An eventfd (struct eventfd_ctx): its counter, and whether reads take one at a time
+    (EFD_SEMAPHORE; CRIU 3.17 has no field for it, so such eventfds are refused)."""
+
+    count: int
+    semaphore: bool = False
+
+
+@dataclasses.dataclass
+class SignalfdState:
+    """A signalfd (struct signalfd_ctx): the signals it reads, bit n-1 = signal n, as
+    /proc fdinfo reports them (the kernel stores the complement)."""
+
+    sigmask: int
+
+
+@dataclasses.dataclass
+class TimerfdState:
+    """A timerfd (struct timerfd_ctx) as timerfd_gettime() and /proc fdinfo show it."""
+
+    clock_id: int  # CLOCK_* it was created on
+    ticks: int  # expirations not yet read
+    settime_flags: int  # TFD_TIMER_ABSTIME / TFD_TIMER_CANCEL_ON_SET
+    value_ns: int  # time left as of the snapshot; 0 when disarmed or already expired
+    interval_ns: int
+
+
+@dataclasses.dataclass
+class EpollTarget:
+    """One file an epoll instance watches (struct epitem), with what CRIU records of it."""
+
+    fd: int  # the fd number given to epoll_ctl(), open on the same file in the process
+    events: int  # EPOLL* mask as the kernel keeps it (EPOLLERR | EPOLLHUP included)
+    data: int  # the user's 64-bit cookie
+    dev: int  # the target inode's s_dev, kernel encoding (MAJOR << 20 | MINOR)
+    ino: int
+    pos: int  # the target file's f_pos
+
+
+@dataclasses.dataclass
+class EpollState:
+    """An epoll instance (struct eventpoll): its targets in the kernel's tree order, the
+    order /proc fdinfo lists them in."""
+
+    targets: list[EpollTarget] = field(default_factory=list)
+
+
+@dataclasses.dataclass
+class SocketOptions:
+    """The SOL_SOCKET options CRIU records for every socket (getsockopt's answers)."""
+
+    sndbuf: int
+    rcvbuf: int
+    snd_timeout: tuple[int, int]  # (sec, usec), (0, 0) for none
+    rcv_timeout: tuple[int, int]
+    reuseaddr: bool
+    priority: int
+    rcvlowat: int
+    mark: int
+    passcred: bool
+    passsec: bool
+    dontroute: bool
+    no_check: bool
+    reuseport: bool
+    broadcast: bool
+    keepalive: bool
+    oobinline: bool
+    buf_lock: int
+
+
+@dataclasses.dataclass
+class QueuedPacket:
+    """Bytes waiting in a socket's receive queue: one datagram, or a run of stream bytes
+    a single read would return."""
+
+    data: bytes
+
+
+@dataclasses.dataclass
+class UnixSocketState:
+    """A UNIX domain socket as sock_diag shows it to CRIU. `ino`/`peer` are socket inode
+    numbers (the peer's is 0 when unconnected); `name` the bound address as the binder
+    gave it; `bound` the mode/uid/gid of the socket file a path name refers to."""
+
+    ino: int
+    type: int  # SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET
+    state: int  # TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN
+    peer: int
+    backlog: int  # listen backlog for a listener, else bytes sent and not yet read by the peer
+    shutdown: int  # sk_shutdown: RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2
+    name: bytes
+    options: SocketOptions
+    net_ns: int  # inode number of the socket's network namespace
+    bound: tuple[int, int, int] | None = None  # (mode, uid, gid)
+    name_deleted: bool = False  # the bound path was unlinked
+    queue: list[QueuedPacket] = field(default_factory=list)
+
+
+@dataclasses.dataclass
 class OpenFile:
     """One struct file. Several fds (and processes) may share it: `key` tells (its address)."""
 
@@ -290,7 +408,12 @@ class OpenFile:
     owner: Owner = field(default_factory=Owner)
     tty: TtyState | None = None
     build_id: bytes | None = None
-    pipe: PipeState | None = None  # kind "pipe": the pipe the file is an end of
+    eventfd: EventfdState | None = None  # kind "eventfd"
+    signalfd: SignalfdState | None = None  # kind "signalfd"
+    timerfd: TimerfdState | None = None  # kind "timerfd"
+    epoll: EpollState | None = None  # kind "eventpoll"
+    pipe: PipeState | None = None  # kind "pipe" or "fifo": the pipe the file is an end of
+    unix: UnixSocketState | None = None  # kind "unix"
 
 
 @dataclasses.dataclass
@@ -351,6 +474,47 @@ class NamespaceIds:
     user: int
     cgroup: int
     time: int
+
+
+@dataclasses.dataclass
+class IpcShmSegment:
+    """A System V shared memory segment (``struct shmid_kernel``) as ipcns-shm.img holds it."""
+
+    id: int  # the shmid (IDR index plus sequence number)
+    key: int  # the IPC key as an unsigned 32-bit number (IPC_PRIVATE is 0)
+    uid: int
+    gid: int
+    cuid: int
+    cgid: int
+    mode: int  # permission bits plus SHM_DEST/SHM_LOCKED as the kernel keeps them
+    size: int  # shm_segsz in bytes
+    contents: SharedMemory  # its shmem file (inode number = id) and the pages to save
+
+
+@dataclasses.dataclass
+class IpcNamespaceState:
+    """An IPC namespace of its own around the dumped tree (CRIU saves it only then): the
+    sysctls ipcns-var.img holds (kernel.sem, msg*, shm*, fs.mqueue.*; next ids None while
+    unset, i.e. -1) and the System V shared memory segments, in id index order."""
+
+    inum: int
+    sem_ctls: list[int]  # semmsl, semmns, semopm, semmni
+    msg_ctlmax: int
+    msg_ctlmnb: int
+    msg_ctlmni: int
+    shm_ctlmax: int
+    shm_ctlall: int
+    shm_ctlmni: int
+    shm_rmid_forced: int
+    mq_queues_max: int
+    mq_msg_max: int
+    mq_msgsize_max: int
+    mq_msg_default: int
+    mq_msgsize_default: int
+    msg_next_id: int | None = None
+    sem_next_id: int | None = None
+    shm_next_id: int | None = None
+    shm_segments: list[IpcShmSegment] = field(default_factory=list)
 
 
 @dataclasses.dataclass

@@ -16,9 +16,10 @@ from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 
 KERNELS = list(kernels.KERNELS)
-# every standard workload: single processes, threads, process trees with pipes, a container
+# every standard workload: single processes, threads, process trees with pipes, a container, IPC of every
+# kind the corpus has (FIFOs, UNIX sockets, shared and System V memory, eventfd/signalfd/timerfd/epoll)
 WORKLOADS = ["counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree",
-          "container"]
+          "container", "ipc", "shmem", "sysvshm", "evfds"]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest
 

@@ -10,6 +10,7 @@ are numbered in the order criu collects its own (pid, net, ipc, uts, time, mnt, 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
 from pathlib import Path
 from typing import Callable
@@ -20,8 +21,10 @@ from ..state import (
     FileIdentity,
     FpuState,
     OpenFile,
+    IpcNamespaceState,
     PipeState,
     ProcessState,
+    SharedMemory,
     ThreadState,
     TtyState,
     Vma,
@@ -48,8 +51,11 @@ VMA_FILE_SHARED = 0x80
 VMA_ANON_SHARED = 0x100
 VMA_ANON_PRIVATE = 0x200
 VMA_AREA_VVAR = 0x1000
+VMA_AREA_SYSVIPC = 0x400
+VMA_AREA_MEMFD = 0x4000
 
-FD_TYPES = {"reg": F.REG, "tty": F.TTY, "pipe": F.PIPE, "fifo": F.FIFO}
+FD_TYPES = {"reg": F.REG, "tty": F.TTY, "pipe": F.PIPE, "fifo": F.FIFO, "unix": F.UNIXSK}
+FD_TYPES.update({"eventfd": F.EVENTFD, "signalfd": F.SIGNALFD, "timerfd": F.TIMERFD, "eventpoll": F.EVENTPOLL})
 #: The cgroup (v2) criu itself would run in: the root. Its cg_set is 1 (the inventory's
 #: root_cg_set) and is not saved; a task there inherits the cgroup of the restoring criu.
 CRIU_CGROUP = "/"
@@ -67,6 +73,8 @@ class DumpSet:
     boottime_ns: int
     # cgroup path -> its directory subtree, for every cgroup of a process other than CRIU_CGROUP
     cgroups: dict[str, CgroupDir] = dataclasses.field(default_factory=dict)
+    # the tree's own IPC namespace (None when it shares the host's, which CRIU does not save)
+    ipc_namespace: IpcNamespaceState | None = None
 
 
 class FileTable:
@@ -77,9 +85,17 @@ class FileTable:
         self._by_key: dict[tuple, int] = {}
         self.tty_infos: dict[int, tuple[TtyState, FileIdentity]] = {}  # tty_info id -> state, device node
         self.pipe_data: dict[int, PipeState] = {}  # pipe_id -> pipe, in pipes-data.img order
+        self.fifo_data: dict[int, PipeState] = {}  # the same for fifo-data.img
+        self.unix = UnixSockets(self)
+        self._last_id = 0
+        #: net namespace inode -> its id in the dump (set by write_dump)
+        self.net_ns_id: Callable[[int], int] = lambda inum: 0
 
     def _next_id(self) -> int:
-        return len(self.entries) + 1
+        # ids are handed out when a file is met; some entries are written later (CRIU writes
+        # a FIFO's path before the FIFO, and a UNIX socket once its peer is met)
+        self._last_id += 1
+        return self._last_id
 
     def regular(self, identity: FileIdentity, flags: int = 0, pos: int = 0, key: tuple | None = None,
                 owner=None, build_id: bytes | None = None) -> int:
@@ -103,11 +119,12 @@ class FileTable:
             return self._by_key[key]
         if f.kind == "tty" and f.tty is not None:
             fid = self._next_id()
+            slot = len(self.entries)
             self.entries.append(None)  # keep CRIU's order: the tty's id, then its path entry
             self._by_key[key] = fid
             regf = self.regular(f.identity, f.flags, f.pos, key=("tty-path", f.key))
             info_id = self._tty_info_id(f.tty, f.identity)
-            self.entries[fid - 1] = F.file_entry(type=F.TTY, id=fid, tty=F.tty_file_entry(
+            self.entries[slot] = F.file_entry(type=F.TTY, id=fid, tty=F.tty_file_entry(
                 id=fid, tty_info_id=info_id, flags=f.flags, fown=_fown(f.owner), regf_id=regf))
             return fid
         if f.kind == "pipe" and f.pipe is not None:
@@ -117,6 +134,27 @@ class FileTable:
             self._by_key[key] = fid
             self._pipe_data(f, f.pipe)
             return fid
+        if f.kind == "fifo" and f.pipe is not None:
+            fid = self._next_id()
+            self._by_key[key] = fid
+            # CRIU writes the FIFO's path entry first, then the FIFO naming it
+            regf = self.regular(f.identity, f.flags, f.pos, key=("fifo-path", f.key))
+            self.entries.append(F.file_entry(type=F.FIFO, id=fid, fifo=F.fifo_entry(
+                id=fid, pipe_id=f.pipe.pipe_id, regf_id=regf)))
+            if (f.flags & O_ACCMODE) != O_WRONLY:
+                self.fifo_data.setdefault(f.pipe.pipe_id, f.pipe)
+            return fid
+        if f.kind == "unix" and f.unix is not None:
+            fid = self._next_id()
+            self._by_key[key] = fid
+            self.unix.met(fid, f)
+            return fid
+        # ids are consumed when handed out, so only files of these kinds may take one here
+        anon = anon_file_entry(f, self._next_id()) if f.kind in ANON_FILE_KINDS else None
+        if anon is not None:
+            self.entries.append(anon)
+            self._by_key[key] = anon.id
+            return anon.id
         if f.kind != "reg":
             from ..errors import UnsupportedError
 
@@ -152,6 +190,38 @@ def _fown(owner) -> "C.fown_entry":
     if owner is None:
         return C.fown_entry(uid=0, euid=0, signum=0, pid_type=0, pid=0)
     return C.fown_entry(uid=owner.uid, euid=owner.euid, signum=owner.signum, pid_type=owner.pid_type, pid=owner.pid)
+
+
+NSEC_PER_SEC = 10**9
+#: open-file kinds anon_file_entry() writes
+ANON_FILE_KINDS = ("eventfd", "signalfd", "timerfd", "eventpoll")
+
+
+def anon_file_entry(f: OpenFile, fid: int) -> "F.file_entry | None":
+    """The files.img entry CRIU writes for an eventfd, signalfd, timerfd or epoll file (the
+    values its fdinfo parser reads), or None for another kind or one without its state."""
+    fown = _fown(f.owner)
+    if f.kind == "eventfd" and f.eventfd is not None:
+        # no field for EFD_SEMAPHORE in CRIU 3.17: extraction refuses semaphore eventfds
+        return F.file_entry(type=F.EVENTFD, id=fid, efd=F.eventfd_file_entry(
+            id=fid, flags=f.flags, fown=fown, counter=f.eventfd.count))
+    if f.kind == "signalfd" and f.signalfd is not None:
+        return F.file_entry(type=F.SIGNALFD, id=fid, sgfd=F.signalfd_entry(
+            id=fid, flags=f.flags, fown=fown, sigmask=f.signalfd.sigmask))
+    if f.kind == "timerfd" and f.timerfd is not None:
+        t = f.timerfd
+        return F.file_entry(type=F.TIMERFD, id=fid, tfd=F.timerfd_entry(
+            id=fid, flags=f.flags, fown=fown, clockid=t.clock_id, ticks=t.ticks, settime_flags=t.settime_flags,
+            vsec=t.value_ns // NSEC_PER_SEC, vnsec=t.value_ns % NSEC_PER_SEC,
+            isec=t.interval_ns // NSEC_PER_SEC, insec=t.interval_ns % NSEC_PER_SEC))
+    if f.kind == "eventpoll" and f.epoll is not None:
+        # each target's own id stays 0: CRIU 3.17 embeds them in the epoll's entry and never sets it
+        return F.file_entry(type=F.EVENTPOLL, id=fid, epfd=F.eventpoll_file_entry(
+            id=fid, flags=f.flags, fown=fown, tfd=[
+                F.eventpoll_tfd_entry(id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino,
+                                      pos=t.pos)
+                for t in f.epoll.targets]))
+    return None
 
 
 # --- per-task messages ------------------------------------------------------------------------
@@ -361,8 +431,13 @@ def vma_status(v: Vma) -> int:
     if v.kind == "vsyscall":
         return VMA_AREA_VSYSCALL | VMA_ANON_PRIVATE
     status = VMA_AREA_REGULAR
+    if v.shmem is not None and v.shmem.sysv:
+        return status | VMA_ANON_SHARED | VMA_AREA_SYSVIPC
     if v.kind == "file":
-        return status | (VMA_FILE_SHARED if v.shared else VMA_FILE_PRIVATE)
+        # CRIU 3.17 handle_vma: every file of its shmem device (shared anonymous memory too)
+        # is mapped as a memfd
+        memfd = VMA_AREA_MEMFD if v.shmem is not None else 0
+        return status | memfd | (VMA_FILE_SHARED if v.shared else VMA_FILE_PRIVATE)
     status |= VMA_ANON_SHARED if v.shared else VMA_ANON_PRIVATE
     if v.kind == "heap":
         status |= VMA_AREA_HEAP
@@ -383,10 +458,12 @@ class Written:
     files: int = 0
 
 
-def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessState, Path], list]) -> Written:
+def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessState, Path], list],
+               write_shmem_pages: Callable[[SharedMemory, Path], list] | None = None) -> Written:
     """Write every image of `dump` into `directory` (which must exist and be empty).
     `write_pages(proc, pages_path)` writes pages-N.img for a process and returns its pagemap
-    entries (vaddr, nr_pages, flags)."""
+    entries (vaddr, nr_pages, flags); `write_shmem_pages(shm, pages_path)` does the same for
+    the contents of a shmem file (needed when a VMA maps one)."""
     written = Written()
     files = FileTable()
     ns_ids = {name: i for i, name in enumerate(NS_ORDER, start=1)}
@@ -416,8 +493,10 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     put(images.PSTREE, [T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid,
                                        threads=[t.tid for t in p.threads]) for p in dump.processes])
 
+    files.net_ns_id = lambda inum: ns_id("net", inum)
     cg_sets = CgroupSets(dump)
-    pages_id = 0
+    next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
+    shmem = ShmemImages(directory, files, next_pages_id, write_shmem_pages, written)
     for proc in dump.processes:
         cg_set = cg_sets.set_of(proc)
         ids = T.task_kobj_ids_entry(
@@ -441,14 +520,17 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
         for vma in mm.vmas:
             v = mm_entry.vmas.add(start=vma.start, end=vma.end, pgoff=vma.pgoff, shmid=0, prot=vma.prot,
                                   flags=vma.flags, status=vma_status(vma), fd=-1)
-            if vma.file is not None:
-                v.shmid = files.regular(vma.file, vma.file_flags)
+            if vma.shmem is not None:
+                shmem.map(vma, v)
+            elif vma.file is not None:
+                # dump_filemap leaves fd_parms.flags 0; the open mode is the VMA's fdflags
+                v.shmid = files.regular(vma.file)
                 v.fdflags = vma.file_flags
             if vma.madvise:
                 v.madv = vma.madvise
         put(images.MM, [mm_entry], proc.pid)
 
-        pages_id += 1
+        pages_id = next_pages_id()
         pagemap = write_pages(proc, directory / images.PAGES.filename(pages_id))
         head = M.pagemap_head(pages_id=pages_id)
         entries = [M.pagemap_entry(vaddr=vaddr, nr_pages=nr, flags=flags) for vaddr, nr, flags in pagemap]
@@ -467,8 +549,11 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
         root = files.regular(proc.fs.root, key=("dir", proc.fs.root.path, proc.pid, "root"))
         put(images.FS, [F.fs_entry(cwd_id=cwd, root_id=root, umask=proc.fs.umask)], proc.pid)
 
+    files.unix.check_complete()
     put(images.FILES, files.entries)
     written.files = len(files.entries)
+    if shmem.inodes:
+        put(images.MEMFD_INODE, shmem.inode_entries())
     if files.tty_infos:
         put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
     if files.pipe_data:
@@ -477,9 +562,21 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
                            [F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size) for p in pipes],
                            [p.data for p in pipes])
         written.images += 1
+    if files.fifo_data:
+        fifos = list(files.fifo_data.values())
+        images.write_image(directory / images.FIFO_DATA.filename(), images.FIFO_DATA,
+                           [F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size) for p in fifos],
+                           [p.data for p in fifos])
+        written.images += 1
+    if files.unix.queues:
+        images.write_image(directory / images.SK_QUEUES.filename(), images.SK_QUEUES,
+                           [e for e, _ in files.unix.queues], [d for _, d in files.unix.queues])
+        written.images += 1
     cgroup = cg_sets.image(cg_sets.set_of(dump.processes[0]))
     if cgroup is not None:
         put(images.CGROUP, [cgroup])
+    if dump.ipc_namespace is not None:
+        write_ipc_namespace(dump.ipc_namespace, ns_id("ipc", dump.ipc_namespace.inum), shmem, put)
     put(images.SECCOMP, [T.seccomp_entry()])
     put(images.TIMENS, [N.timens_entry(
         monotonic=N.timespec(tv_sec=dump.monotonic_ns // 10**9, tv_nsec=dump.monotonic_ns % 10**9),
@@ -514,3 +611,162 @@ def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> "F.tty_info_ent
     entry.pty.index = tty.index
     entry.dev, entry.uid, entry.gid = new_encode_dev(node.dev), tty.uid, tty.gid
     return entry
+
+
+# --- UNIX sockets -----------------------------------------------------------------------------
+
+from .pb import criu_net_pb2 as NET  # noqa: E402  (kept next to the class that uses it)
+
+
+class UnixSockets:
+    """files.img entries and sk-queues.img of UNIX sockets, in CRIU's order. A socket gets
+    its file id when met; its entry is written then unless its peer has not been met yet,
+    in which case it waits and is written right after that peer (CRIU's postponed
+    sockets). Queued bytes are saved when a socket is met."""
+
+    def __init__(self, table: "FileTable") -> None:
+        self._table = table
+        self._seen: set[int] = set()  # socket inodes met
+        self._waiting: dict[int, list] = {}  # peer inode -> entries waiting for it
+        self.queues: list[tuple["NET.sk_packet_entry", bytes]] = []
+
+    def met(self, fid: int, f: OpenFile) -> None:
+        u = f.unix
+        entry = F.file_entry(type=F.UNIXSK, id=fid, usk=self._entry(fid, f))
+        self._seen.add(u.ino)
+        self.queues += [(NET.sk_packet_entry(id_for=fid, length=len(p.data)), p.data) for p in u.queue]
+        if u.peer and u.peer not in self._seen:
+            self._waiting.setdefault(u.peer, []).append(entry)
+            return
+        self._table.entries.append(entry)
+        self._table.entries.extend(self._waiting.pop(u.ino, []))
+
+    def check_complete(self) -> None:
+        """Every postponed socket found its peer (else a connection leaves the dump)."""
+        if self._waiting:
+            from ..errors import UnsupportedError
+
+            peers = ", ".join(f"socket:[{ino}]" for ino in sorted(self._waiting))
+            raise UnsupportedError(f"UNIX sockets are connected to sockets outside the dumped processes ({peers})")
+
+    def _entry(self, fid: int, f: OpenFile) -> "NET.unix_sk_entry":
+        u, o = f.unix, f.unix.options
+        opts = NET.sk_opts_entry(
+            so_sndbuf=o.sndbuf, so_rcvbuf=o.rcvbuf, so_snd_tmo_sec=o.snd_timeout[0], so_snd_tmo_usec=o.snd_timeout[1],
+            so_rcv_tmo_sec=o.rcv_timeout[0], so_rcv_tmo_usec=o.rcv_timeout[1], reuseaddr=o.reuseaddr,
+            so_priority=o.priority, so_rcvlowat=o.rcvlowat, so_mark=o.mark, so_passcred=o.passcred,
+            so_passsec=o.passsec, so_dontroute=o.dontroute, so_no_check=o.no_check, so_reuseport=o.reuseport,
+            so_broadcast=o.broadcast, so_keepalive=o.keepalive, so_oobinline=int(o.oobinline),
+            so_buf_lock=o.buf_lock)
+        entry = NET.unix_sk_entry(id=fid, ino=u.ino, type=u.type, state=u.state, flags=f.flags, uflags=0,
+                                  backlog=u.backlog, peer=u.peer, fown=_fown(f.owner), opts=opts, name=u.name,
+                                  ns_id=self._table.net_ns_id(u.net_ns))
+        if u.shutdown:
+            entry.shutdown = u.shutdown  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
+        if u.bound is not None:
+            entry.file_perms.mode, entry.file_perms.uid, entry.file_perms.gid = u.bound
+        if u.name_deleted:
+            entry.deleted = True
+        return entry
+
+
+# --- shared memory ----------------------------------------------------------------------------
+
+class ShmemImages:
+    """What CRIU 3.17's memfd.c writes for VMAs mapping files of its shmem device (shared
+    anonymous memory and memfds): one MEMFD file entry per inode (files.img; the VMAs' shmid),
+    memfd.img with the inodes in the order met, and each inode's contents as
+    pagemap-shmem-<ino>.img plus a pages-N.img. CRIU dumps an inode when it collects the
+    mappings of the first process mapping it, before that process's own pages, so its
+    contents take the next pages-N number there."""
+
+    def __init__(self, directory: Path, files: FileTable, next_pages_id: Callable[[], int],
+                 write_pages: Callable[[SharedMemory, Path], list] | None, written: Written) -> None:
+        self.directory = directory
+        self.files = files
+        self.next_pages_id = next_pages_id
+        self.write_pages = write_pages
+        self.written = written
+        self.inodes: dict[int, tuple[int, SharedMemory]] = {}  # ino -> (memfd inode_id, shmem)
+        self.file_ids: dict[int, int] = {}  # ino -> MEMFD file entry id
+
+    def map(self, vma: Vma, entry: "M.vma_entry") -> None:
+        """Fill in the vma_entry of a VMA mapping a shmem file: its memfd file id and open
+        mode; System V segments are named by their shmid (the inode number) instead."""
+        shm = vma.shmem
+        assert shm is not None
+        entry.shmid = shm.ino if shm.sysv else self.memfd_file_id(shm)
+        entry.fdflags = vma.file_flags
+
+    def memfd_file_id(self, shm: SharedMemory) -> int:
+        """dump_one_memfd_cond: one file entry per inode (fd_id_generate_special keys VMA
+        files by device and inode), flags and pos 0 as dump_filemap leaves them."""
+        fid = self.file_ids.get(shm.ino)
+        if fid is not None:
+            return fid
+        fid = self.files._next_id()
+        self.files.entries.append(None)  # keep the id while the inode is dumped
+        inode_id = self.dump_inode(shm)
+        self.files.entries[fid - 1] = F.file_entry(type=F.MEMFD, id=fid, memfd=F.memfd_file_entry(
+            id=fid, flags=0, pos=0, fown=_fown(None), inode_id=inode_id))
+        self.file_ids[shm.ino] = fid
+        return fid
+
+    def dump_inode(self, shm: SharedMemory) -> int:
+        """dump_unique_memfd_inode: inode ids count from 1; dump_one_memfd_shmem writes no
+        pagemap for an empty file."""
+        known = self.inodes.get(shm.ino)
+        if known is not None:
+            return known[0]
+        inode_id = len(self.inodes) + 1
+        self.inodes[shm.ino] = (inode_id, shm)
+        if shm.size > 0:
+            self.write_contents(shm)
+        return inode_id
+
+    def write_contents(self, shm: SharedMemory) -> None:
+        if self.write_pages is None:
+            raise ValueError("write_dump needs write_shmem_pages to save shared memory")
+        pages_id = self.next_pages_id()
+        runs = self.write_pages(shm, self.directory / images.PAGES.filename(pages_id))
+        entries = [M.pagemap_entry(vaddr=vaddr, nr_pages=nr, flags=flags) for vaddr, nr, flags in runs]
+        images.write_image(self.directory / images.SHMEM_PAGEMAP.filename(shm.ino), images.SHMEM_PAGEMAP,
+                           [M.pagemap_head(pages_id=pages_id), *entries])
+        self.written.images += 1
+        self.written.pages += sum(nr for _, nr, _ in runs)
+
+    def inode_entries(self) -> list:
+        """memfd.img: the inodes in the order they were met."""
+        return [F.memfd_inode_entry(name=shm.name, uid=shm.uid, gid=shm.gid, size=shm.size, shmid=shm.ino,
+                                    seals=shm.seals, inode_id=inode_id)
+                for inode_id, shm in sorted(self.inodes.values(), key=lambda t: t[0])]
+
+
+def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemImages,
+                        put: Callable[..., None]) -> None:
+    """ipc_ns.c dump_ipc_ns, run after every task is dumped: ipcns-var (the sysctls),
+    ipcns-shm (one entry per segment, in_pagemaps) and each segment's contents as
+    pagemap-shmem-<shmid>.img, taking the next pages-N numbers. No message queues or
+    semaphore sets (extraction refuses them), so, like CRIU, no ipcns-msg/ipcns-sem."""
+    var = N.ipc_var_entry(
+        sem_ctls=ns.sem_ctls, msg_ctlmax=ns.msg_ctlmax, msg_ctlmnb=ns.msg_ctlmnb, msg_ctlmni=ns.msg_ctlmni,
+        auto_msgmni=0,  # kernel.auto_msgmni is a no-op since 4.x and always reads 0
+        shm_ctlmax=ns.shm_ctlmax, shm_ctlall=ns.shm_ctlall, shm_ctlmni=ns.shm_ctlmni,
+        shm_rmid_forced=ns.shm_rmid_forced, mq_queues_max=ns.mq_queues_max, mq_msg_max=ns.mq_msg_max,
+        mq_msgsize_max=ns.mq_msgsize_max, mq_msg_default=ns.mq_msg_default,
+        mq_msgsize_default=ns.mq_msgsize_default)
+    for name in ("msg_next_id", "sem_next_id", "shm_next_id"):
+        if getattr(ns, name) is not None:
+            setattr(var, name, getattr(ns, name))
+    put(images.IPCNS_VAR, [var], ns_image_id)
+    if not ns.shm_segments:
+        return  # CRIU opens its images lazily: no segment, no ipcns-shm
+    entries = []
+    for seg in ns.shm_segments:
+        entries.append(N.ipc_shm_entry(
+            desc=N.ipc_desc_entry(key=seg.key, uid=seg.uid, gid=seg.gid, cuid=seg.cuid, cgid=seg.cgid,
+                                  mode=seg.mode, id=seg.id),
+            size=seg.size, in_pagemaps=True))
+        # dump_one_sysv_shmem scans round_up(shm_segsz, PAGE_SIZE) bytes
+        shmem.write_contents(seg.contents)
+    put(images.IPCNS_SHM, entries, ns_image_id)

@@ -64,6 +64,8 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
     IgnoreRule("core.tc.timers.posix[*].vsec", "posix timer time remaining depends on the instant of the dump"),
     IgnoreRule("core.tc.timers.posix[*].vnsec", "posix timer time remaining depends on the instant of the dump"),
     IgnoreRule("core.tc.timers.posix[*].overrun", "overrun count keeps growing while the timer runs"),
+    IgnoreRule("files.tfd.vsec", "timerfd time remaining depends on the instant of the dump"),
+    IgnoreRule("files.tfd.vnsec", "timerfd time remaining depends on the instant of the dump"),
     IgnoreRule("pagemap.pages.rseq_cpu_id", "the kernel rewrites rseq cpu_id_start/cpu_id/node_id/mm_cid when criu's "
                "parasite runs the task; a memory snapshot keeps the values of the moment"),
     *(IgnoreRule(f"tty-info.{t}.c_cc[{i}]", "criu copies the 19 c_cc bytes into the front of its 19-word array; "
@@ -120,7 +122,7 @@ VMA_FILE_MAPPED = 0x40 | 0x80  # VMA_FILE_PRIVATE | VMA_FILE_SHARED: shmid is a 
 
 # Image kinds whose "{id}" is an arbitrary id of this class (else it is a pid or literal).
 NAME_ID_CLASS = {
-    "fdinfo": "files", "utsns": "uts_ns", "ipcns-var": "ipc_ns", "mountpoints": "mnt_ns",
+    "fdinfo": "files", "utsns": "uts_ns", "ipcns-var": "ipc_ns", "ipcns-shm": "ipc_ns", "mountpoints": "mnt_ns",
     "netns": "net_ns", "userns": "user_ns", "pidns": "pid_ns",
 }  # fmt: skip
 
@@ -428,11 +430,13 @@ def _only_in(vaddr: int, a: bytes, b: bytes, windows: list[tuple[int, int]]) -> 
     return all(any(lo <= vaddr + i < hi for lo, hi in windows) for i in range(len(a)) if a[i] != b[i])
 
 
-def _compare_pages(c: _Collector, cname: str, pid: int, ours: ImageDir, theirs: ImageDir) -> None:
-    po = {p.vaddr: p for p in ours.pages(pid)}
+def _compare_pages(c: _Collector, cname: str, pid: int, ours: ImageDir, theirs: ImageDir,
+                   kind: ImageKind = images.PAGEMAP) -> None:
+    po = {p.vaddr: p for p in ours.pages(pid, kind)}
     path = "pagemap.pages"
-    rseq = _rseq_cpu_id_windows(theirs, pid)
-    for p in theirs.pages(pid):
+    # a shmem file's pages (kind SHMEM_PAGEMAP, `pid` its inode) hold no thread's rseq area
+    rseq = _rseq_cpu_id_windows(theirs, pid) if kind is images.PAGEMAP else []
+    for p in theirs.pages(pid, kind):
         o = po.pop(p.vaddr, None)
         label = f"0x{p.vaddr:x}"
         if o is None:
@@ -492,6 +496,8 @@ def diff_dirs(
             ident = ko.match(nt)
             if ident:
                 _compare_pages(c, cname, int(ident), do, dt)
+        if ko is images.SHMEM_PAGEMAP:  # a shmem file's pages, named by its inode number
+            _compare_pages(c, cname, int(ko.match(nt)), do, dt, images.SHMEM_PAGEMAP)
     return c.result
 
 

@@ -126,6 +126,7 @@ CGROUP = _k("cgroup", "CGROUP", 0x59383330, ns_pb.cgroup_entry, "cgroup.img", si
 SECCOMP = _k("seccomp", "SECCOMP", 0x64413049, task_pb.seccomp_entry, "seccomp.img", single=True)
 UTSNS = _k("utsns", "UTSNS", 0x54473203, ns_pb.utsns_entry, "utsns-{id}.img", single=True)
 IPCNS_VAR = _k("ipcns-var", "IPC_VAR", 0x53115007, ns_pb.ipc_var_entry, "ipcns-var-{id}.img", single=True)
+IPCNS_SHM = _k("ipcns-shm", "IPCNS_SHM", 0x46283044, ns_pb.ipc_shm_entry, "ipcns-shm-{id}.img")
 MOUNTPOINTS = _k("mountpoints", "MNTS", 0x55563928, ns_pb.mnt_entry, "mountpoints-{id}.img")
 NETNS = _k("netns", "NETNS", 0x55933752, net_pb.netns_entry, "netns-{id}.img", single=True)
 PIPES_DATA = _k("pipes-data", "PIPES_DATA", 0x56453709, files_pb.pipe_data_entry, "pipes-data.img", payload_fields=("bytes",))
@@ -139,7 +140,7 @@ STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", sing
 
 KINDS: tuple[ImageKind, ...] = (
     INVENTORY, PSTREE, CORE, IDS, MM, PAGEMAP, PAGES, FDINFO, FILES, FS, TTY_INFO, TIMENS, CGROUP,
-    SECCOMP, UTSNS, IPCNS_VAR, MOUNTPOINTS, NETNS, PIPES_DATA, FIFO_DATA, SK_QUEUES, TCP_STREAM, STATS,
+    SECCOMP, UTSNS, IPCNS_VAR, IPCNS_SHM, MOUNTPOINTS, NETNS, PIPES_DATA, FIFO_DATA, SK_QUEUES, TCP_STREAM, STATS,
     # Images CRIU 3.17 reads but no longer writes by default (their entries moved into core and
     # files.img), and the rarer ones; listed so that any image in a directory decodes.
     _k("creds", "CREDS", 0x54023547, task_pb.creds_entry, "creds-{id}.img", single=True),
@@ -191,6 +192,14 @@ KINDS_BY_NAME: dict[str, ImageKind] = {k.name: k for k in KINDS}
 KINDS_BY_MAGIC: dict[int, ImageKind] = {k.magic: k for k in KINDS if k.magic is not None}
 assert len(KINDS_BY_NAME) == len(KINDS) and len(KINDS_BY_MAGIC) == sum(not k.raw for k in KINDS)
 
+MEMFD_INODE = KINDS_BY_NAME["memfd"]
+#: The contents of a shmem file (shared anonymous memory, memfd, System V segment), named by
+#: its inode number; vaddr is the offset in the file. magic.h: SHMEM_PAGEMAP_MAGIC is
+#: PAGEMAP_MAGIC, and crit shows them as PAGEMAP: a pagemap by another file name, which
+#: decode_image tells by that name. Kept out of KINDS, whose magics are unique.
+SHMEM_PAGEMAP = _k("pagemap", "PAGEMAP", PAGEMAP.magic, mm_pb.pagemap_entry, "pagemap-shmem-{id}.img",
+                   head=mm_pb.pagemap_head)
+
 # Files an image directory may hold that are not images (criu's logs).
 NOT_IMAGES = re.compile(r".*\.log|.*\.json|.*\.txt")
 
@@ -236,6 +245,8 @@ def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
     kind = KINDS_BY_MAGIC.get(magic)
     if kind is None:
         raise ImageError(f"{name}: unknown image magic 0x{magic:08x}")
+    if kind is PAGEMAP and SHMEM_PAGEMAP.match(os.path.basename(name)) is not None:
+        kind = SHMEM_PAGEMAP
     if prefix != kind.prefix:
         want = "none" if kind.prefix is None else f"0x{kind.prefix:08x}"
         have = "none" if prefix is None else f"0x{prefix:08x}"
@@ -443,9 +454,10 @@ class ImageDir:
         img = self.get(PSTREE)
         return [] if img is None else [e.pid for e in img.entries]
 
-    def pages(self, pid: int) -> Iterator[Page]:
-        """Every page the pagemap of `pid` lists, in pagemap order, with its data."""
-        pm = self.get(PAGEMAP, pid)
+    def pages(self, pid: int, kind: ImageKind = PAGEMAP) -> Iterator[Page]:
+        """Every page the pagemap of `pid` lists, in pagemap order, with its data (with
+        kind=SHMEM_PAGEMAP: of the shmem file with inode number `pid`)."""
+        pm = self.get(kind, pid)
         if pm is None:
             return
         head, runs = pm.entries[0], pm.entries[1:]
@@ -454,7 +466,7 @@ class ImageDir:
         need = sum(e.nr_pages for e in runs if page_present(e)) * PAGE_SIZE
         with _map_file(pages_path, need) as data:
             if len(data) < need:
-                raise ImageError(f"{pages_path}: {len(data)} bytes, pagemap-{pid}.img needs {need}")
+                raise ImageError(f"{pages_path}: {len(data)} bytes, {kind.filename(pid)} needs {need}")
             off = 0
             for run in runs:
                 present = page_present(run)
