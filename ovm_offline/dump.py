@@ -133,8 +133,7 @@ def namespace_ids(task) -> NamespaceIds:
                         user=ns.user, cgroup=ns.cgroup, time=ns.time)
 
 
-SAVED_FD_KINDS = ("reg", "tty", "pipe", "fifo", "unix")
-SAVED_FD_KINDS += ("eventfd", "signalfd", "timerfd", "eventpoll")
+SAVED_FD_KINDS = ("reg", "tty", "pipe", "fifo", "unix", "eventfd", "signalfd", "timerfd", "eventpoll")
 
 
 #: how refusals name the kinds of open files ovm-offline cannot save yet
@@ -190,17 +189,25 @@ def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: d
 
 def leave_out_unix_peers_outside(processes: list[ProcessState], unsupported: list[str]) -> None:
     """Take out UNIX sockets connected to a socket no dumped process holds (CRIU needs both
-    ends, or --ext-unix-sk) and describe them in `unsupported`; repeated, because leaving a
-    socket out leaves its peer connected to the outside."""
+    ends, or --ext-unix-sk), and epolls watching an fd that is left out (CRIU's restore
+    re-adds targets by fd number), describing them in `unsupported`; repeated, because
+    leaving a file out can leave a peer or another epoll dangling."""
     while True:
         held = {fd.file.unix.ino for p in processes for fd in p.fds if fd.file.unix is not None}
-        outside = [(p, fd) for p in processes for fd in p.fds
-                   if fd.file.unix is not None and fd.file.unix.peer and fd.file.unix.peer not in held]
+        outside = []
+        for p in processes:
+            saved = {fd.fd for fd in p.fds}
+            for fd in p.fds:
+                u, ep = fd.file.unix, fd.file.epoll
+                if u is not None and u.peer and u.peer not in held:
+                    outside.append((p, fd, f"a UNIX socket (socket:[{u.ino}]) connected to socket:[{u.peer}], "
+                                           "which no dumped process holds"))
+                elif ep is not None and (gone := [t.fd for t in ep.targets if t.fd not in saved]):
+                    outside.append((p, fd, f"an epoll watching fd {gone[0]}, which is left out"))
         if not outside:
             return
-        for p, fd in outside:
-            unsupported.append(f"PID {p.global_pid} ({p.comm}) fd {fd.fd}: a UNIX socket (socket:[{fd.file.unix.ino}]) "
-                               f"connected to socket:[{fd.file.unix.peer}], which no dumped process holds")
+        for p, fd, reason in outside:
+            unsupported.append(f"PID {p.global_pid} ({p.comm}) fd {fd.fd}: {reason}")
             p.fds.remove(fd)
 
 

@@ -237,3 +237,29 @@ def test_refusals_name_what_kind_of_file_cannot_be_saved():
     assert unsupported_reason(fd("netlink", "socket:[9]")) == "a netlink socket (socket:[9])"
     assert unsupported_reason(fd("something-new", "anon_inode:[x]")) == "a something-new (anon_inode:[x])"
     assert unsupported_reason(fd("unix", "socket:[9]")) is None
+
+
+def test_leaving_out_a_socket_takes_out_the_epoll_watching_it():
+    """A socket connected outside the dump is left out; an epoll watching it would make
+    criu's restore fail, so it is left out too, and named."""
+    from types import SimpleNamespace as NS
+
+    from ovm_offline.dump import leave_out_unix_peers_outside
+    from ovm_offline.state import EpollState, EpollTarget
+
+    def fd(n, unix=None, epoll=None):
+        return NS(fd=n, file=NS(unix=unix, epoll=epoll))
+
+    sock = fd(3, unix=NS(ino=100, peer=999))  # its peer is in no dumped process
+    pair = [fd(4, unix=NS(ino=200, peer=201)), fd(5, unix=NS(ino=201, peer=200))]
+    ep = fd(6, epoll=EpollState(targets=[EpollTarget(fd=3, events=1, data=0, dev=0, ino=100, pos=0)]))
+    ep_of_ep = fd(7, epoll=EpollState(targets=[EpollTarget(fd=6, events=1, data=0, dev=0, ino=1, pos=0)]))
+    proc = NS(global_pid=10, comm="x", fds=[sock, *pair, ep, ep_of_ep])
+    unsupported: list[str] = []
+    leave_out_unix_peers_outside([proc], unsupported)
+    assert [f.fd for f in proc.fds] == [4, 5]
+    assert unsupported == [
+        "PID 10 (x) fd 3: a UNIX socket (socket:[100]) connected to socket:[999], which no dumped process holds",
+        "PID 10 (x) fd 6: an epoll watching fd 3, which is left out",
+        "PID 10 (x) fd 7: an epoll watching fd 6, which is left out",
+    ]
