@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import struct
 import subprocess
@@ -16,7 +14,7 @@ from corpus import initramfs, jobs, kernels
 from corpus.errors import GuestError
 from corpus.guest import Guest
 from corpus.restore import restore
-from corpus.workloads import STANDARD, WORKLOADS
+from corpus.workloads import STANDARD
 
 KERNELS = list(kernels.KERNELS)
 CASES = [(k, w) for k in KERNELS for w in STANDARD]

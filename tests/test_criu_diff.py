@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
+from conftest import GOLDEN_CASES
 
 from ovm_offline.criu import diff, images, pb, show
 from ovm_offline.criu.diff import IgnoreRule
