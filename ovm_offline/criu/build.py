@@ -556,22 +556,15 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
         put(images.MEMFD_INODE, shmem.inode_entries())
     if files.tty_infos:
         put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
-    if files.pipe_data:
-        pipes = list(files.pipe_data.values())
-        images.write_image(directory / images.PIPES_DATA.filename(), images.PIPES_DATA,
-                           [F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size) for p in pipes],
-                           [p.data for p in pipes])
-        written.images += 1
-    if files.fifo_data:
-        fifos = list(files.fifo_data.values())
-        images.write_image(directory / images.FIFO_DATA.filename(), images.FIFO_DATA,
-                           [F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size) for p in fifos],
-                           [p.data for p in fifos])
-        written.images += 1
-    if files.unix.queues:
-        images.write_image(directory / images.SK_QUEUES.filename(), images.SK_QUEUES,
-                           [e for e, _ in files.unix.queues], [d for _, d in files.unix.queues])
-        written.images += 1
+    # images whose entries are each followed by raw bytes: pipe and FIFO data, socket queues
+    with_data = [(kind, [(F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size), p.data)
+                         for p in pipes.values()])
+                 for kind, pipes in ((images.PIPES_DATA, files.pipe_data), (images.FIFO_DATA, files.fifo_data))]
+    with_data.append((images.SK_QUEUES, files.unix.queues))
+    for kind, entries in with_data:
+        if entries:
+            images.write_image(directory / kind.filename(), kind, [e for e, _ in entries], [d for _, d in entries])
+            written.images += 1
     cgroup = cg_sets.image(cg_sets.set_of(dump.processes[0]))
     if cgroup is not None:
         put(images.CGROUP, [cgroup])
