@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from test_kernel_common import ISF, SparseSource
+from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import images
@@ -23,9 +23,7 @@ from ovm_offline.kernel.anonfds import (
     signalfd_mask,
     timerfd_remaining_ns,
 )
-from ovm_offline.kernel.memory import Program
 from ovm_offline.kernel.pid import task_active_pid_ns
-from ovm_offline.kernel.symbols import load_isf
 from ovm_offline.kernel.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FileIdentity, OpenFile
@@ -133,34 +131,11 @@ def test_extracted_state_of_the_workload(recording, kernel):
 
 # --- epoll trees, timerfds and signalfds in fake memory laid out by the real ISFs ---------
 
-POB = 0xFFFF_8880_0000_0000
-HEAP = 0x2000_0000
+class FakeKernel(FakeKernelMemory):
+    """epoll trees, files and anon-fd contexts in fake memory."""
 
-
-class FakeKernel:
-    """Kernel objects in SparseSource memory, written member by member."""
-
-    def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
-        self.next = HEAP
-
-    def alloc(self, type_name: str) -> int:
-        addr = POB + self.next
-        self.next += (self.symbols.struct_type(type_name).size + 0xFF) & ~0xFF
-        return addr
-
-    def set(self, addr: int, type_name: str, path: str, value: int) -> None:
-        """Write `value` into member `path` ("ffd.fd") of the `type_name` at `addr`."""
-        t = self.symbols.struct_type(type_name)
-        offset = 0
-        for part in path.split("."):
-            m = t.member(part)
-            offset += m.offset
-            t = m.type
-        self.src.write(addr - POB + offset, (value & ((1 << (8 * t.size)) - 1)).to_bytes(t.size, "little"))
+    def alloc(self, size: int | str, align: int = 0x100) -> int:
+        return super().alloc(size, align)
 
     def epitem(self, fd: int, file: int, events: int = EPOLLIN, data: int = 0) -> int:
         """A struct epitem; returns the address of its rb_node."""
@@ -264,7 +239,7 @@ def test_an_unreadable_tree_node_is_a_one_line_error(fake):
     a = fake.epitem(1, 0x1000)
     fake.link(a, right=0x0000_DEAD_BEEF_0000)
     _one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "unreadable")
-    _one_line_error(lambda: list(rb_inorder(fake.prog, POB + (1 << 40), name="tree", limit=10)), "tree: node")
+    _one_line_error(lambda: list(rb_inorder(fake.prog, FAKE_POB + (1 << 40), name="tree", limit=10)), "tree: node")
 
 
 def test_signalfd_mask_is_the_complement_the_kernel_stores(fake):

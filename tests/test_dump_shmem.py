@@ -9,16 +9,15 @@ from __future__ import annotations
 import struct
 
 import pytest
-from test_kernel_common import ISF, SparseSource
+from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import build, images
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.ipc import IPC_MSG_IDS, IPC_SHM_IDS, ipc_for_each, ipc_ids
-from ovm_offline.kernel.memory import START_KERNEL_MAP, Program
+from ovm_offline.kernel.memory import START_KERNEL_MAP
 from ovm_offline.kernel.pagecache import xa_for_each
 from ovm_offline.kernel.shmem import shmem_data_pages
-from ovm_offline.kernel.symbols import load_isf
 from ovm_offline.state import PageRun, SharedMemory, Vma
 
 KERNELS = list(kernels.KERNELS)
@@ -127,35 +126,22 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
 
 # --- page caches and IPC ids in fake memory laid out by the real ISFs ----------------------------
 
-POB = 0xFFFF_8880_0000_0000
-HEAP = 0x2000_0000
 #: Where the fake struct pages live: the fake has no page tables for the real vmemmap, so
 #: the Program is told that the vmemmap starts here, inside the direct map.
-STRUCT_PAGES = POB + 0x4000_0000
+STRUCT_PAGES = FAKE_POB + 0x4000_0000
 
 
-class FakeKernel:
-    """xarrays, struct pages and IPC objects in SparseSource memory."""
+class FakeKernel(FakeKernelMemory):
+    """xarrays, struct pages and IPC objects in fake memory."""
 
     def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        super().__init__(kernel)
         self.src.write_u64(self.symbols.symbol_address("vmemmap_base") - START_KERNEL_MAP, STRUCT_PAGES)
         self.src.write(self.symbols.symbol_address("ipc_mni") - START_KERNEL_MAP, struct.pack("<I", 1 << 15))
         self.page_size = self.symbols.struct_type("page").size
         self.uptodate = self.symbols.enum_value("pageflags", "PG_uptodate")
-        self.next = HEAP
 
-    def alloc(self, size: int) -> int:
-        addr = POB + self.next
-        self.next += (size + 0xFFF) & ~0xFFF
-        return addr
-
-    def put(self, addr: int, type_name: str, member: str, value: int) -> None:
-        m = self.symbols.struct_type(type_name).member(member)
-        self.src.write(addr - POB + m.offset, (value & ((1 << (8 * m.type.size)) - 1)).to_bytes(m.type.size, "little"))
+    put = FakeKernelMemory.set
 
     def node(self, shift: int, slots: dict[int, int]) -> int:
         """An xa_node; returns it as an xarray entry (address | 2)."""
@@ -163,7 +149,7 @@ class FakeKernel:
         self.put(node, "xa_node", "shift", shift)
         base = self.symbols.struct_type("xa_node").member("slots").offset
         for i, entry in slots.items():
-            self.src.write_u64(node - POB + base + 8 * i, entry)
+            self.src.write_u64(node - FAKE_POB + base + 8 * i, entry)
         return node | 2
 
     def xarray(self, head: int):
@@ -182,7 +168,7 @@ class FakeKernel:
         """A struct address_space whose i_pages has xa_head `head`."""
         mapping = self.alloc(self.symbols.struct_type("address_space").size)
         off = self.symbols.struct_type("address_space").member("i_pages").offset
-        self.src.write_u64(mapping - POB + off + self.symbols.struct_type("xarray").member("xa_head").offset, head)
+        self.src.write_u64(mapping - FAKE_POB + off + self.symbols.struct_type("xarray").member("xa_head").offset, head)
         return self.prog.pointer("address_space", mapping)
 
 

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 
 import pytest
-from test_kernel_common import ISF, SparseSource
+from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import images
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.memory import START_KERNEL_MAP, Program
+from ovm_offline.kernel.memory import START_KERNEL_MAP
 from ovm_offline.kernel.pipe import (
     MAX_RING_SIZE,
     pipe_buffers,
     pipe_read_data,
     pipe_size,
 )
-from ovm_offline.kernel.symbols import load_isf
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
@@ -57,32 +56,18 @@ def test_container_is_saved_with_inner_pids_and_its_cgroup(dumped, kernel):
 
 # --- the pipe ring, in fake memory laid out by the real ISFs ----------------------------------
 
-POB = 0xFFFF_8880_0000_0000
+POB = FAKE_POB
 VMEMMAP = 0xFFFF_EA00_0000_0000
-HEAP = 0x2000_0000
 
 
-class FakePipes:
-    """pipe_inode_info and pipe_buffer rings in SparseSource memory."""
+class FakePipes(FakeKernelMemory):
+    """pipe_inode_info and pipe_buffer rings in fake memory."""
 
     def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        super().__init__(kernel)
         self.src.write_u64(self.symbols.symbol_address("vmemmap_base") - START_KERNEL_MAP, VMEMMAP)
         self.page_size = self.symbols.struct_type("page").size
         self.buf_size = self.symbols.struct_type("pipe_buffer").size
-        self.next = HEAP
-
-    def alloc(self, size: int) -> int:
-        addr = POB + self.next
-        self.next += (size + 0xFFF) & ~0xFFF
-        return addr
-
-    def set(self, addr: int, type_name: str, member: str, value: int) -> None:
-        m = self.symbols.struct_type(type_name).member(member)
-        self.src.write(addr - POB + m.offset, (value & ((1 << (8 * m.type.size)) - 1)).to_bytes(m.type.size, "little"))
 
     def data_page(self, data: bytes, offset: int = 0) -> int:
         """A struct page * (in the vmemmap) of a fresh physical page holding `data` at `offset`."""

@@ -103,6 +103,46 @@ class SparseSource:
         pass
 
 
+#: The direct map of the fake kernels below (x86-64's default page_offset_base), and where in
+#: it their objects are allocated.
+FAKE_POB = 0xFFFF_8880_0000_0000
+FAKE_HEAP = 0x2000_0000
+
+
+class FakeKernelMemory:
+    """Kernel objects written member by member into SparseSource memory, laid out by a real
+    ISF, reachable through the direct map: a Program over 2 GiB of fake RAM, an allocator,
+    and a member writer. Tests subclass it with builders for the objects they need."""
+
+    def __init__(self, kernel: str) -> None:
+        from ovm_offline.kernel.memory import Program
+        from ovm_offline.kernel.symbols import load_isf
+
+        self.symbols = load_isf(ISF[kernel])
+        self.src = SparseSource(1 << 31)
+        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
+                            kernel_root=0x1000, page_offset_base=FAKE_POB)
+        self.next = FAKE_HEAP
+
+    def alloc(self, size: int | str, align: int = 4096) -> int:
+        """A zeroed block of `size` bytes (or the size of struct `size`) in the direct map."""
+        if isinstance(size, str):
+            size = self.symbols.struct_type(size).size
+        addr = FAKE_POB + self.next
+        self.next += (size + align - 1) & ~(align - 1)
+        return addr
+
+    def set(self, addr: int, type_name: str, path: str, value: int) -> None:
+        """Write `value` into member `path` (dotted, e.g. "ffd.fd") of the `type_name` at `addr`."""
+        t = self.symbols.struct_type(type_name)
+        offset = 0
+        for part in path.split("."):
+            m = t.member(part)
+            offset += m.offset
+            t = m.type
+        self.src.write(addr - FAKE_POB + offset, (value & ((1 << (8 * t.size)) - 1)).to_bytes(t.size, "little"))
+
+
 def sample(kernel: str) -> Path:
     """The ELF dump of the corpus's counter guest on `kernel` (recorded on first use)."""
     from corpus.recorder import record
