@@ -115,6 +115,22 @@ static inline void block_set(const sigset_t *set)
 	sigprocmask(SIG_BLOCK, set, NULL);
 }
 
+/* The signal set-up every main loop shares: block SIGUSR1 (and the signals in `also`, if
+ * not NULL) in `blocked`, give `waitmask` the mask to sigsuspend() in (the same without
+ * SIGUSR1), and install the flag-setting SIGUSR1 handler. */
+static inline void usr1_setup(sigset_t *blocked, sigset_t *waitmask, const sigset_t *also)
+{
+	if (also)
+		*blocked = *also;
+	else
+		sigemptyset(blocked);
+	sigaddset(blocked, SIGUSR1);
+	block_set(blocked);
+	sigprocmask(SIG_BLOCK, NULL, waitmask);
+	sigdelset(waitmask, SIGUSR1);
+	install_handler(SIGUSR1, on_usr1, 0);
+}
+
 /* mkdir -p style for one level below run_dir(); returns a static path. */
 static inline const char *work_dir(const char *name)
 {
@@ -199,6 +215,46 @@ static inline uint64_t fresh_seed(void)
 	uint64_t s = mix64(((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^
 			   ((uint64_t)getpid() << 16));
 	return s ? s : 1;
+}
+
+/* A recognisable 4 KiB page: "<tag> page <n> offset <i>" every 64 bytes. */
+#define PATTERN_PAGE 4096
+static inline void fill_pattern_page(unsigned char *page, const char *tag, int n)
+{
+	for (int i = 0; i < PATTERN_PAGE; i += 64)
+		snprintf((char *)page + i, 64, "%s page %d offset %d", tag, n, i);
+}
+
+/* Does `page` hold exactly what fill_pattern_page(tag, n) writes (zeros between the strings)? */
+static inline int page_is(const unsigned char *page, const char *tag, int n)
+{
+	unsigned char want[PATTERN_PAGE];
+	memset(want, 0, sizeof(want));
+	fill_pattern_page(want, tag, n);
+	return memcmp(page, want, PATTERN_PAGE) == 0;
+}
+
+/* A child's verdict over a pipe: always REPORT_LEN bytes, "OK" or what failed, blank-padded. */
+#define REPORT_LEN 1024
+static inline int send_report(int fd, const char *err)
+{
+	char msg[REPORT_LEN];
+	const char *text = err[0] ? err : "OK";
+	size_t len = strlen(text) < REPORT_LEN ? strlen(text) : REPORT_LEN;
+	memset(msg, ' ', sizeof(msg));
+	memcpy(msg, text, len);
+	return write_full(fd, msg, sizeof(msg));
+}
+
+/* Read a send_report() verdict into `out` (REPORT_LEN + 1 bytes), blanks stripped. */
+static inline int recv_report(int fd, char *out)
+{
+	if (read_full(fd, out, REPORT_LEN) < 0)
+		return -1;
+	out[REPORT_LEN] = 0;
+	for (int i = REPORT_LEN - 1; i >= 0 && out[i] == ' '; i--)
+		out[i] = 0;
+	return 0;
 }
 
 #endif

@@ -130,12 +130,7 @@ int main(void)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGUSR2);
 	sigaddset(&sigs, SIGRTMIN + 2);
-	blocked = sigs;
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, &sigs);
 
 	efd = eventfd(0, EFD_NONBLOCK);
 	three = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

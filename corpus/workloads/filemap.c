@@ -152,12 +152,7 @@ int main(void)
 	setsid();
 
 	sigset_t blocked, waitmask;
-	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, NULL);
 
 	if (!realpath(work_dir("filemap"), dir))
 		setup_fail("realpath");

@@ -201,12 +201,7 @@ int main(void)
 	unlink(dgram_path);
 
 	sigset_t blocked, waitmask;
-	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (mkfifo(fifo_path, 0640) < 0)

@@ -73,12 +73,7 @@ int main(int argc, char **argv)
 		setup_fail("MiB must be 0..2048, got %ld", mib);
 
 	sigset_t blocked, waitmask;
-	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, NULL);
 
 	seed = fresh_seed();
 	size_t pages = (size_t)mib * (1024 * 1024 / PAGE);

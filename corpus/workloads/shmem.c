@@ -29,20 +29,6 @@
 
 static unsigned char *anon, *filemap, *kmap;
 
-static void fill(unsigned char *page, const char *tag, int n)
-{
-	for (int i = 0; i < PG; i += 64)
-		snprintf((char *)page + i, 64, "%s page %d offset %d", tag, n, i);
-}
-
-static int same(const unsigned char *page, const char *tag, int n)
-{
-	unsigned char want[PG];
-	memset(want, 0, sizeof(want));
-	fill(want, tag, n);
-	return memcmp(page, want, PG) == 0;
-}
-
 static int zero(const unsigned char *page)
 {
 	for (int i = 0; i < PG; i++)
@@ -57,9 +43,9 @@ static void verify(char *err, size_t errsz, const char *who, int in_child)
 	for (int p = 0; p < ANON_PAGES; p++) {
 		int ok;
 		if (p < 4)
-			ok = same(anon + p * PG, "R-anon", p);
+			ok = page_is(anon + p * PG, "R-anon", p);
 		else if (p >= 8 && p < 12)
-			ok = same(anon + p * PG, "K-anon", p);
+			ok = page_is(anon + p * PG, "K-anon", p);
 		else if (p >= 14)
 			continue;	/* probe and answer pages */
 		else
@@ -70,17 +56,17 @@ static void verify(char *err, size_t errsz, const char *who, int in_child)
 	for (int p = 0; p < FILE_PAGES - 1; p++) {
 		int ok;
 		if (p < 2)
-			ok = same(filemap + p * PG, "R-file", p);
+			ok = page_is(filemap + p * PG, "R-file", p);
 		else if (p == 5)
-			ok = same(filemap + p * PG, "K-file", p);
+			ok = page_is(filemap + p * PG, "K-file", p);
 		else if (p == 3)
-			ok = same(filemap + p * PG, "K-own-map", p);
+			ok = page_is(filemap + p * PG, "K-own-map", p);
 		else
 			ok = zero(filemap + p * PG);
 		if (!ok)
 			append(err, errsz, "%s: file page %d wrong; ", who, p);
 	}
-	if (in_child && !same(kmap + PG, "K-own-map", 3))
+	if (in_child && !page_is(kmap + PG, "K-own-map", 3))
 		append(err, errsz, "%s: own file mapping page 3 wrong; ", who);
 }
 
@@ -88,9 +74,9 @@ static void child(int ctl, int report)
 {
 	signal(SIGUSR1, SIG_IGN);
 	for (int p = 8; p < 12; p++)
-		fill(anon + p * PG, "K-anon", p);
-	fill(filemap + 5 * PG, "K-file", 5);
-	fill(kmap + PG, "K-own-map", 3);	/* file page 3 through the mapping at file page 2 */
+		fill_pattern_page(anon + p * PG, "K-anon", p);
+	fill_pattern_page(filemap + 5 * PG, "K-file", 5);
+	fill_pattern_page(kmap + PG, "K-own-map", 3);	/* file page 3 through the mapping at file page 2 */
 	for (int probe = 1;; probe++) {
 		char c;
 		ssize_t r = read(ctl, &c, 1);
@@ -102,15 +88,12 @@ static void child(int ctl, int report)
 			_exit(0);
 		char err[1024] = "";
 		verify(err, sizeof(err), "child", 1);
-		if (!same(anon + 15 * PG, "R-probe", probe))
+		if (!page_is(anon + 15 * PG, "R-probe", probe))
 			append(err, sizeof(err), "child: no probe %d in anon page 15; ", probe);
-		if (!same(filemap + 7 * PG, "R-probe", probe))
+		if (!page_is(filemap + 7 * PG, "R-probe", probe))
 			append(err, sizeof(err), "child: no probe %d in file page 7; ", probe);
-		fill(anon + 14 * PG, "K-answer", probe);
-		char msg[1024];
-		memset(msg, ' ', sizeof(msg));
-		memcpy(msg, err[0] ? err : "OK", strlen(err[0] ? err : "OK"));
-		if (write_full(report, msg, sizeof(msg)) < 0)
+		fill_pattern_page(anon + 14 * PG, "K-answer", probe);
+		if (send_report(report, err) < 0)
 			_exit(1);
 	}
 }
@@ -123,12 +106,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/shared.dat", dir);
 
 	sigset_t blocked, waitmask;
-	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, NULL);
 
 	anon = mmap(NULL, ANON_PAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (anon == MAP_FAILED)
@@ -140,9 +118,9 @@ int main(void)
 	if (filemap == MAP_FAILED)
 		setup_fail("mmap %s shared", path);
 	for (int p = 0; p < 4; p++)
-		fill(anon + p * PG, "R-anon", p);
+		fill_pattern_page(anon + p * PG, "R-anon", p);
 	for (int p = 0; p < 2; p++)
-		fill(filemap + p * PG, "R-file", p);
+		fill_pattern_page(filemap + p * PG, "R-file", p);
 
 	int ctl[2], rep[2];
 	if (pipe(ctl) < 0 || pipe(rep) < 0)
@@ -167,8 +145,8 @@ int main(void)
 	close(fd);
 	int ready = 0;
 	for (int tries = 0; tries < 500 && !ready; tries++) {
-		ready = same(anon + 11 * PG, "K-anon", 11) && same(filemap + 3 * PG, "K-own-map", 3) &&
-			same(filemap + 5 * PG, "K-file", 5);
+		ready = page_is(anon + 11 * PG, "K-anon", 11) && page_is(filemap + 3 * PG, "K-own-map", 3) &&
+			page_is(filemap + 5 * PG, "K-file", 5);
 		if (!ready)
 			sleep_ms(10);
 	}
@@ -183,20 +161,17 @@ int main(void)
 		usr1_flag = 0;
 		char err[2048] = "";
 		verify(err, sizeof(err), "root", 0);
-		fill(anon + 15 * PG, "R-probe", probe);
-		fill(filemap + 7 * PG, "R-probe", probe);
+		fill_pattern_page(anon + 15 * PG, "R-probe", probe);
+		fill_pattern_page(filemap + 7 * PG, "R-probe", probe);
 		if (write(ctl[1], "c", 1) != 1)
 			append(err, sizeof(err), "ctl write: %s; ", strerror(errno));
-		char msg[1025];
-		if (read_full(rep[0], msg, 1024) < 0) {
+		char msg[REPORT_LEN + 1];
+		if (recv_report(rep[0], msg) < 0) {
 			append(err, sizeof(err), "no report from the child; ");
 		} else {
-			msg[1024] = 0;
-			for (int i = 1023; i >= 0 && msg[i] == ' '; i--)
-				msg[i] = 0;
 			if (strcmp(msg, "OK"))
 				append(err, sizeof(err), "%s", msg);
-			if (!same(anon + 14 * PG, "K-answer", probe))
+			if (!page_is(anon + 14 * PG, "K-answer", probe))
 				append(err, sizeof(err), "root: no answer %d in anon page 14; ", probe);
 		}
 		int st;

@@ -25,25 +25,11 @@
 static unsigned char *seg;
 static int shmid;
 
-static void fill(unsigned char *page, const char *tag, int n)
-{
-	for (int i = 0; i < PG; i += 64)
-		snprintf((char *)page + i, 64, "%s page %d offset %d", tag, n, i);
-}
-
-static int same(const unsigned char *page, const char *tag, int n)
-{
-	unsigned char want[PG];
-	memset(want, 0, sizeof(want));
-	fill(want, tag, n);
-	return memcmp(page, want, PG) == 0;
-}
-
 static void verify(char *err, size_t errsz, const char *who)
 {
-	if (!same(seg, "R", 0) || !same(seg + PG, "R", 1))
+	if (!page_is(seg, "R", 0) || !page_is(seg + PG, "R", 1))
 		append(err, errsz, "%s: R's pages of A wrong; ", who);
-	if (!same(seg + 3 * PG, "K", 3))
+	if (!page_is(seg + 3 * PG, "K", 3))
 		append(err, errsz, "%s: K's page of A wrong; ", who);
 	struct shmid_ds ds;
 	if (shmctl(shmid, IPC_STAT, &ds) < 0 || ds.shm_segsz != 5 * PG || (ds.shm_perm.mode & 0777) != 0600)
@@ -53,7 +39,7 @@ static void verify(char *err, size_t errsz, const char *who)
 	if (bp == (void *)-1) {
 		append(err, errsz, "%s: segment B is gone; ", who);
 	} else {
-		if (!same(bp, "B", 0))
+		if (!page_is(bp, "B", 0))
 			append(err, errsz, "%s: segment B page 0 wrong; ", who);
 		shmdt(bp);
 	}
@@ -62,7 +48,7 @@ static void verify(char *err, size_t errsz, const char *who)
 static void child(int ctl, int report)
 {
 	signal(SIGUSR1, SIG_IGN);
-	fill(seg + 3 * PG, "K", 3);
+	fill_pattern_page(seg + 3 * PG, "K", 3);
 	for (int probe = 1;; probe++) {
 		char c;
 		ssize_t r = read(ctl, &c, 1);
@@ -74,13 +60,10 @@ static void child(int ctl, int report)
 			_exit(0);
 		char err[1024] = "";
 		verify(err, sizeof(err), "child");
-		if (!same(seg + 4 * PG, "R-probe", probe))
+		if (!page_is(seg + 4 * PG, "R-probe", probe))
 			append(err, sizeof(err), "child: no probe %d in page 4; ", probe);
-		fill(seg + 2 * PG, "K-answer", probe);
-		char msg[1024];
-		memset(msg, ' ', sizeof(msg));
-		memcpy(msg, err[0] ? err : "OK", strlen(err[0] ? err : "OK"));
-		if (write_full(report, msg, sizeof(msg)) < 0)
+		fill_pattern_page(seg + 2 * PG, "K-answer", probe);
+		if (send_report(report, err) < 0)
 			_exit(1);
 	}
 }
@@ -89,12 +72,7 @@ int main(void)
 {
 	setsid();
 	sigset_t blocked, waitmask;
-	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, NULL);
 
 	if (unshare(CLONE_NEWIPC) < 0)
 		setup_fail("unshare(CLONE_NEWIPC)");
@@ -106,9 +84,9 @@ int main(void)
 	unsigned char *bp = shmat(b, NULL, 0);
 	if (seg == (void *)-1 || bp == (void *)-1)
 		setup_fail("shmat");
-	fill(seg, "R", 0);
-	fill(seg + PG, "R", 1);
-	fill(bp, "B", 0);
+	fill_pattern_page(seg, "R", 0);
+	fill_pattern_page(seg + PG, "R", 1);
+	fill_pattern_page(bp, "B", 0);
 	shmdt(bp);
 
 	int ctl[2], rep[2];
@@ -129,7 +107,7 @@ int main(void)
 	close(rep[1]);
 	int ready = 0;
 	for (int tries = 0; tries < 500 && !ready; tries++) {
-		ready = same(seg + 3 * PG, "K", 3);
+		ready = page_is(seg + 3 * PG, "K", 3);
 		if (!ready)
 			sleep_ms(10);
 	}
@@ -144,19 +122,16 @@ int main(void)
 		usr1_flag = 0;
 		char err[2048] = "";
 		verify(err, sizeof(err), "root");
-		fill(seg + 4 * PG, "R-probe", probe);
+		fill_pattern_page(seg + 4 * PG, "R-probe", probe);
 		if (write(ctl[1], "c", 1) != 1)
 			append(err, sizeof(err), "ctl write: %s; ", strerror(errno));
-		char msg[1025];
-		if (read_full(rep[0], msg, 1024) < 0) {
+		char msg[REPORT_LEN + 1];
+		if (recv_report(rep[0], msg) < 0) {
 			append(err, sizeof(err), "no report from the child; ");
 		} else {
-			msg[1024] = 0;
-			for (int i = 1023; i >= 0 && msg[i] == ' '; i--)
-				msg[i] = 0;
 			if (strcmp(msg, "OK"))
 				append(err, sizeof(err), "%s", msg);
-			if (!same(seg + 2 * PG, "K-answer", probe))
+			if (!page_is(seg + 2 * PG, "K-answer", probe))
 				append(err, sizeof(err), "root: no answer %d in page 2; ", probe);
 		}
 		int st;

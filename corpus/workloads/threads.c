@@ -110,12 +110,7 @@ int main(int argc, char **argv)
 		setup_fail("thread count must be 1..%d", MAXT);
 
 	sigset_t blocked, waitmask;
-	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGUSR1);
-	block_set(&blocked);
-	sigprocmask(SIG_BLOCK, NULL, &waitmask);
-	sigdelset(&waitmask, SIGUSR1);
-	install_handler(SIGUSR1, on_usr1, 0);
+	usr1_setup(&blocked, &waitmask, NULL);
 
 	for (int i = 0; i < nthreads; i++) {
 		pthread_t t;
