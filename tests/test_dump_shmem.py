@@ -16,7 +16,7 @@ from ovm_offline.criu import build, images
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.ipc import IPC_MSG_IDS, IPC_SHM_IDS, ipc_for_each, ipc_ids
 from ovm_offline.kernel.memory import START_KERNEL_MAP
-from ovm_offline.kernel.pagecache import xa_for_each
+from ovm_offline.kernel.xarray import xa_for_each
 from ovm_offline.kernel.shmem import shmem_data_pages
 from ovm_offline.state import PageRun, SharedMemory, Vma
 
@@ -123,6 +123,32 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
     head, run = images.read_image(tmp_path / "pagemap-shmem-7.img").entries
     assert (head.pages_id, run.vaddr, run.nr_pages) == (1, PAGE, 1)
 
+
+
+def test_a_memfd_entry_lands_in_its_own_slot_after_a_postponed_socket(tmp_path):
+    """File ids are not indices into files.img: a UNIX socket whose peer is not met yet has
+    its id but no entry. A memfd met then must still get its own entry, not another's."""
+    from ovm_offline.state import FileIdentity, OpenFile, SocketOptions, UnixSocketState
+
+    files = build.FileTable()
+    opts = SocketOptions(sndbuf=1, rcvbuf=1, snd_timeout=(0, 0), rcv_timeout=(0, 0), reuseaddr=False, priority=0,
+                         rcvlowat=1, mark=0, passcred=False, passsec=False, dontroute=False, no_check=False,
+                         reuseport=False, broadcast=False, keepalive=False, oobinline=False, buf_lock=0)
+
+    def sock(key: int, ino: int, peer: int) -> OpenFile:
+        return OpenFile(key=key, kind="unix", identity=FileIdentity(path=f"socket:[{ino}]", dev=0, ino=ino, size=0,
+                                                                     mode=0o140777), flags=2, pos=0,
+                        unix=UnixSocketState(ino=ino, type=1, state=1, peer=peer, backlog=0, shutdown=0, name=b"",
+                                             options=opts, net_ns=1))
+
+    assert files.open_file(sock(1, 100, 101)) == 1  # postponed: its peer comes later
+    shmem = build.ShmemImages(tmp_path, files, iter(range(1, 9)).__next__, lambda shm, path: [], build.Written())
+    entry = build.M.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1)
+    shmem.map(Vma(start=0, end=PAGE, pgoff=0, prot=3, flags=1, kind="file", shared=True, shmem=_shm(7, 0),
+                  file_flags=2), entry)
+    assert entry.shmid == 2
+    assert files.open_file(sock(2, 101, 100)) == 3
+    assert [(e.type, e.id) for e in files.entries] == [(build.F.MEMFD, 2), (build.F.UNIXSK, 3), (build.F.UNIXSK, 1)]
 
 # --- page caches and IPC ids in fake memory laid out by the real ISFs ----------------------------
 

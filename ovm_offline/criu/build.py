@@ -93,9 +93,16 @@ class FileTable:
 
     def _next_id(self) -> int:
         # ids are handed out when a file is met; some entries are written later (CRIU writes
-        # a FIFO's path before the FIFO, and a UNIX socket once its peer is met)
+        # a FIFO's path before the FIFO, and a UNIX socket once its peer is met), so an id is
+        # not an index into `entries`
         self._last_id += 1
         return self._last_id
+
+    def reserve(self) -> tuple[int, int]:
+        """A new file id and the index of a placeholder in `entries` for its entry, to be
+        filled once the entries it refers to (a tty's path, a memfd's inode) are made."""
+        self.entries.append(None)
+        return self._next_id(), len(self.entries) - 1
 
     def regular(self, identity: FileIdentity, flags: int = 0, pos: int = 0, key: tuple | None = None,
                 owner=None, build_id: bytes | None = None) -> int:
@@ -118,9 +125,7 @@ class FileTable:
         if key in self._by_key:
             return self._by_key[key]
         if f.kind == "tty" and f.tty is not None:
-            fid = self._next_id()
-            slot = len(self.entries)
-            self.entries.append(None)  # keep CRIU's order: the tty's id, then its path entry
+            fid, slot = self.reserve()  # keep CRIU's order: the tty's entry, then its path's
             self._by_key[key] = fid
             regf = self.regular(f.identity, f.flags, f.pos, key=("tty-path", f.key))
             info_id = self._tty_info_id(f.tty, f.identity)
@@ -697,10 +702,9 @@ class ShmemImages:
         fid = self.file_ids.get(shm.ino)
         if fid is not None:
             return fid
-        fid = self.files._next_id()
-        self.files.entries.append(None)  # keep the id while the inode is dumped
+        fid, slot = self.files.reserve()  # the entry comes before what dumping the inode writes
         inode_id = self.dump_inode(shm)
-        self.files.entries[fid - 1] = F.file_entry(type=F.MEMFD, id=fid, memfd=F.memfd_file_entry(
+        self.files.entries[slot] = F.file_entry(type=F.MEMFD, id=fid, memfd=F.memfd_file_entry(
             id=fid, flags=0, pos=0, fown=_fown(None), inode_id=inode_id))
         self.file_ids[shm.ino] = fid
         return fid
