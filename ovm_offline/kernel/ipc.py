@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..errors import GuestDataError
 from .objects import Pointer, Struct
-from .pagecache import xa_for_each
+from .xarray import xa_for_each
 
 if TYPE_CHECKING:
     from .memory import Program

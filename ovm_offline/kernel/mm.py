@@ -18,6 +18,7 @@ from .dcache import file_path
 from .maple import mt_for_each
 from .objects import Pointer, Struct
 from .paging import PAGE_SHIFT, PageTables
+from .xarray import xa_load
 
 if TYPE_CHECKING:
     from .memory import Program
@@ -406,49 +407,6 @@ def page_is_anon(prog: "Program", pfn: int) -> bool:
 
 
 # ------------------------------------------------------------------------- page cache
-
-# include/linux/xarray.h
-XA_CHUNK_SHIFT = 6
-XA_CHUNK_SIZE = 1 << XA_CHUNK_SHIFT
-XA_MAX_HEIGHT = (64 + XA_CHUNK_SHIFT - 1) // XA_CHUNK_SHIFT  # 11 levels cover 64-bit indices
-
-
-def _xa_is_internal(e: int) -> bool:
-    return e & 3 == 2
-
-
-def _xa_is_node(e: int) -> bool:
-    return _xa_is_internal(e) and e > 4096
-
-
-def _xa_is_sibling(e: int) -> bool:
-    return _xa_is_internal(e) and e < (((XA_CHUNK_SIZE - 1) << 2) | 2)
-
-
-def xa_load(xa: Struct, index: int) -> int:
-    """The entry at `index` of a ``struct xarray`` (0 if none), walking down from xa_head
-    like xas_load, at most XA_MAX_HEIGHT levels; sibling entries of multi-index entries
-    (large folios) resolve to their canonical slot."""
-    prog = xa.prog_
-    entry = int(xa.xa_head)
-    slots_off = prog.member_offset("xa_node", "slots")
-    if not _xa_is_node(entry):
-        return entry if index == 0 else 0
-    if index >> prog.read_u8(entry - 2) >= XA_CHUNK_SIZE:
-        return 0  # beyond what the root node covers
-    for _ in range(XA_MAX_HEIGHT):
-        node = entry - 2
-        shift = prog.read_u8(node)
-        if shift % XA_CHUNK_SHIFT or shift >= 64:
-            raise GuestDataError(f"xa_node 0x{node:x} has impossible shift {shift}")
-        offset = (index >> shift) & (XA_CHUNK_SIZE - 1)
-        entry = prog.read_u64(node + slots_off + 8 * offset)
-        if _xa_is_sibling(entry):
-            entry = prog.read_u64(node + slots_off + 8 * (entry >> 2))
-        if shift == 0 or not _xa_is_node(entry):
-            return 0 if _xa_is_internal(entry) else entry
-    raise GuestDataError(f"xarray at 0x{xa.address_:x} deeper than {XA_MAX_HEIGHT} levels")
-
 
 def page_to_pfn(prog: "Program", page: int) -> int:
     off = (page - vmemmap_base(prog)) & ULONG_MAX

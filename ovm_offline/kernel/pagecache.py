@@ -5,44 +5,16 @@ there)."""
 from __future__ import annotations
 
 import struct
-from typing import Iterator
 
 from ..errors import GuestDataError, SourceError
 from .memory import Program
-from .objects import Pointer, Struct
+from .objects import Pointer
+from .xarray import xa_load
 
 PAGE_SIZE = 4096
-XA_CHUNK_SHIFT = 6
-XA_CHUNK_SIZE = 1 << XA_CHUNK_SHIFT
-MAX_XA_DEPTH = 11  # 64-bit indices in 6-bit steps
 NT_GNU_BUILD_ID = 3
 PT_NOTE = 4
 MAX_NOTES_BYTES = 1 << 16
-
-
-def xa_is_node(entry: int) -> bool:
-    return entry & 3 == 2 and entry > 4096
-
-
-def xa_load(prog: Program, xa: Struct, index: int) -> int:
-    """The entry at `index` of ``struct xarray`` `xa` (0 if none): a folio/page pointer in a
-    page cache, or a value entry (low bit set) for a shadow or swap entry."""
-    entry = int(xa.xa_head)
-    if not xa_is_node(entry):
-        return entry if index == 0 else 0
-    for _ in range(MAX_XA_DEPTH):
-        node = prog.object("xa_node", entry - 2)
-        shift = node.shift
-        if shift % XA_CHUNK_SHIFT or shift >= 64:
-            raise GuestDataError(f"xarray node at 0x{entry - 2:x} has a bad shift {shift}")
-        offset = index >> shift
-        if offset >= XA_CHUNK_SIZE:
-            return 0
-        entry = int(node.slots[offset])
-        if not xa_is_node(entry):
-            return entry if shift == 0 else 0
-        index &= (1 << shift) - 1
-    raise GuestDataError("xarray deeper than 64-bit indices allow")
 
 
 def page_to_phys(prog: Program, page: int) -> int:
@@ -58,7 +30,7 @@ def page_to_phys(prog: Program, page: int) -> int:
 
 def find_cached_page(prog: Program, mapping: Pointer, index: int) -> bytes | None:
     """Page `index` of ``struct address_space *`` `mapping` if it is in the page cache."""
-    entry = xa_load(prog, mapping.i_pages, index)
+    entry = xa_load(mapping.i_pages, index)
     if not entry or entry & 1:
         return None
     # a large folio covers several indices; its head page is stored at each of them
@@ -122,86 +94,3 @@ def inode_build_id(prog: Program, inode: Pointer) -> bytes | None:
                 return notes[desc:desc + descsz]
             pos = (desc + descsz + 3) & ~3
     return None
-
-
-# ------------------------------------------------------------------------- whole xarrays
-
-#: Entries (and nodes) one xarray walk visits at most: a 64 GiB file's page cache has
-#: 2^24 pages; a hostile tree must not keep us walking past that.
-MAX_XA_ENTRIES = 1 << 24
-XA_RETRY_ENTRY = 0x402  # xa_mk_internal(256)
-XA_ZERO_ENTRY = 0x406  # xa_mk_internal(257)
-
-
-def xa_is_sibling(entry: int) -> bool:
-    """A sibling entry (internal, value < XA_CHUNK_SIZE): this slot belongs to the
-    multi-index entry in slot ``entry >> 2`` of the same node."""
-    return entry & 3 == 2 and entry < ((XA_CHUNK_SIZE - 1) << 2 | 2)
-
-
-def xa_for_each(prog: Program, xa: Struct, max_index: int, *,
-                limit: int = MAX_XA_ENTRIES) -> Iterator[tuple[int, int, int]]:
-    """Every present entry of ``struct xarray`` `xa` at an index <= `max_index`, in index
-    order, as (first index, number of indices it covers, entry): a page/folio pointer or a
-    value entry (low bit set). A multi-index entry (a large folio) is yielded once per
-    slot it fills, with the canonical entry for its sibling slots. Nodes are read whole
-    (their 64 slots in one read); each node's shift must be its parent's minus 6, so a
-    hostile tree can neither loop nor grow deeper than 64-bit indices allow."""
-    head = int(xa.xa_head)
-    if not head:
-        return
-    if not xa_is_node(head):
-        if head & 3 != 2:  # a single entry at index 0
-            yield 0, 1, head
-        return
-    slots_off = prog.member_offset("xa_node", "slots")
-    shift_off = prog.member_offset("xa_node", "shift")
-    root_shift = prog.read_u8(head - 2 + shift_off)
-    if root_shift % XA_CHUNK_SHIFT or root_shift >= 64:
-        raise GuestDataError(f"xarray at 0x{xa.address_:x}: root node has a bad shift {root_shift}")
-    visited = 0
-
-    def open_node(node: int, shift: int, base: int) -> list:
-        nonlocal visited
-        visited += 1
-        if visited > limit:
-            raise GuestDataError(f"xarray at 0x{xa.address_:x} has more than {limit} nodes and entries")
-        own = prog.read_u8(node + shift_off)
-        if own != shift:
-            raise GuestDataError(f"xa_node 0x{node:x} has shift {own} where its parent says {shift}")
-        slots = struct.unpack(f"<{XA_CHUNK_SIZE}Q", prog.read(node + slots_off, 8 * XA_CHUNK_SIZE))
-        return [node, shift, base, 0, slots]
-
-    # frames of [node address, shift, first index covered, next slot, slots]: depth-first,
-    # so entries come out in index order
-    stack = [open_node(head - 2, root_shift, 0)]
-    while stack:
-        frame = stack[-1]
-        node, shift, base, i, slots = frame
-        if i >= XA_CHUNK_SIZE or base + (i << shift) > max_index:
-            stack.pop()
-            continue
-        frame[3] = i + 1
-        entry = slots[i]
-        first = base + (i << shift)
-        if not entry:
-            continue
-        if xa_is_sibling(entry):
-            canonical = entry >> 2
-            if canonical >= i:
-                raise GuestDataError(f"xa_node 0x{node:x} slot {i} is a sibling of slot {canonical},"
-                                     " not of an earlier one")
-            entry = slots[canonical]
-            if entry & 3 == 2:  # the sibling of a node or internal entry: nothing of its own
-                continue
-        if xa_is_node(entry):
-            if shift == 0:
-                raise GuestDataError(f"xa_node 0x{node:x} has a child node below shift 0")
-            stack.append(open_node(entry - 2, shift - XA_CHUNK_SHIFT, first))
-            continue
-        if entry & 3 == 2:  # retry, zero and other internal entries hold nothing
-            continue
-        visited += 1
-        if visited > limit:
-            raise GuestDataError(f"xarray at 0x{xa.address_:x} has more than {limit} nodes and entries")
-        yield first, 1 << shift, entry

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 from ..errors import GuestDataError
 from .mm import page_to_pfn
 from .objects import Pointer, Struct
-from .pagecache import xa_for_each
+from .xarray import xa_for_each
 
 if TYPE_CHECKING:
     from .memory import Program
