@@ -156,28 +156,36 @@ def unsupported_reason(fd) -> str | None:
     return None
 
 
-def extract_process(prog: Program, task, pid_ns, file_cache: dict, pipe_cache: dict,
-                    unsupported: list[str], socket_cache: dict | None = None,
-                    shmem_cache: dict | None = None) -> ProcessState:
+@dataclasses.dataclass
+class TreeObjects:
+    """Kernel objects several processes of one dump may share, each extracted once: open
+    files and pipes and UNIX sockets by address, shmem files by inode address."""
+
+    files: dict = dataclasses.field(default_factory=dict)
+    pipes: dict = dataclasses.field(default_factory=dict)
+    sockets: dict = dataclasses.field(default_factory=dict)
+    shmem: dict = dataclasses.field(default_factory=dict)  # -> SharedMemory, one per shmem file
+
+
+def extract_process(prog: Program, task, pid_ns, shared: TreeObjects, unsupported: list[str]) -> ProcessState:
     """A ProcessState of thread-group leader `task`. Open files ovm-offline cannot save are
-    left out and described in `unsupported`. `shmem_cache` shares mapped shmem files
-    between the processes of a dump."""
+    left out and described in `unsupported`."""
     common = extract_task_common(prog, task, pid_ns)
-    mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shmem_cache)
+    mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shared.shmem)
     fds = []
-    for fd in extract_files(prog, task, pid_ns, cache=file_cache):
+    for fd in extract_files(prog, task, pid_ns, cache=shared.files):
         reason = unsupported_reason(fd)
         if reason is None and fd.file.kind == "unix":
             try:
                 attach_unix_sockets(prog, [fd], pid=common.global_pid, comm=common.comm,
-                                    cache=socket_cache if socket_cache is not None else {})
+                                    cache=shared.sockets)
             except UnsupportedError as e:
                 reason = str(e)
         if reason is None:
             fds.append(fd)
         else:
             unsupported.append(f"PID {common.global_pid} ({common.comm}) fd {fd.fd}: {reason}")
-    attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=pipe_cache)
+    attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=shared.pipes)
     attach_anon_fds(prog, fds, pid=common.global_pid, comm=common.comm, unsupported=unsupported)
     proc = ProcessState(
         **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),
@@ -241,14 +249,9 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
         check_dumpable(task)
     pid_ns = task_active_pid_ns(root)
     root_namespaces = namespace_ids(prog["init_task"])
-    file_cache: dict = {}
-    pipe_cache: dict = {}
     unsupported: list[str] = []
-    socket_cache: dict = {}
-    shmem_cache: dict = {}  # inode address -> SharedMemory, one per shmem file of the tree
-    processes = [extract_process(prog, task, pid_ns, file_cache, pipe_cache, unsupported, socket_cache,
-                                 shmem_cache=shmem_cache)
-                 for task in tree]
+    shared = TreeObjects()
+    processes = [extract_process(prog, task, pid_ns, shared, unsupported) for task in tree]
     leave_out_unix_peers_outside(processes, unsupported)
     if unsupported and not skip_unsupported:
         raise UnsupportedError(f"cannot save {len(unsupported)} open file(s) yet: " + "; ".join(unsupported)
@@ -258,7 +261,7 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
         processes=processes, root_namespaces=root_namespaces,
         monotonic_ns=timekeeping.ktime_get_ns(prog), boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
         cgroups=cgroup_dirs(prog, tree, processes, root_namespaces),
-        ipc_namespace=tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shmem_cache),
+        ipc_namespace=tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shared.shmem),
     )
     stats = PagesStats()
 
@@ -280,6 +283,6 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
         pid=pid, comm=processes[0].comm, processes=len(processes), threads=sum(len(p.threads) for p in processes),
         images=written.images, pages=stats.pages, page_bytes=stats.bytes, files=written.files,
         swapped_pages=sum(p.mm.swapped_pages for p in processes)
-        + sum(shm.swapped_pages for shm in shmem_cache.values()), zero_pages=sum(p.mm.zero_pages for p in processes),
+        + sum(shm.swapped_pages for shm in shared.shmem.values()), zero_pages=sum(p.mm.zero_pages for p in processes),
         seconds=time.monotonic() - started, directory=Path(directory), skipped=tuple(unsupported),
     )
