@@ -195,7 +195,7 @@ def extract_process(prog: Program, task, pid_ns, shared: TreeObjects, unsupporte
     return proc
 
 
-def leave_out_unix_peers_outside(processes: list[ProcessState], unsupported: list[str]) -> None:
+def leave_out_dangling_files(processes: list[ProcessState], unsupported: list[str]) -> None:
     """Take out UNIX sockets connected to a socket no dumped process holds (CRIU needs both
     ends, or --ext-unix-sk), and epolls watching an fd that is left out (CRIU's restore
     re-adds targets by fd number), describing them in `unsupported`; repeated, because
@@ -252,7 +252,7 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
     unsupported: list[str] = []
     shared = TreeObjects()
     processes = [extract_process(prog, task, pid_ns, shared, unsupported) for task in tree]
-    leave_out_unix_peers_outside(processes, unsupported)
+    leave_out_dangling_files(processes, unsupported)
     if unsupported and not skip_unsupported:
         raise UnsupportedError(f"cannot save {len(unsupported)} open file(s) yet: " + "; ".join(unsupported)
                                + " (--skip-unsupported leaves them out)")

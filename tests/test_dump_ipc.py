@@ -244,7 +244,7 @@ def test_leaving_out_a_socket_takes_out_the_epoll_watching_it():
     criu's restore fail, so it is left out too, and named."""
     from types import SimpleNamespace as NS
 
-    from ovm_offline.dump import leave_out_unix_peers_outside
+    from ovm_offline.dump import leave_out_dangling_files
     from ovm_offline.state import EpollState, EpollTarget
 
     def fd(n, unix=None, epoll=None):
@@ -256,7 +256,7 @@ def test_leaving_out_a_socket_takes_out_the_epoll_watching_it():
     ep_of_ep = fd(7, epoll=EpollState(targets=[EpollTarget(fd=6, events=1, data=0, dev=0, ino=1, pos=0)]))
     proc = NS(global_pid=10, comm="x", fds=[sock, *pair, ep, ep_of_ep])
     unsupported: list[str] = []
-    leave_out_unix_peers_outside([proc], unsupported)
+    leave_out_dangling_files([proc], unsupported)
     assert [f.fd for f in proc.fds] == [4, 5]
     assert unsupported == [
         "PID 10 (x) fd 3: a UNIX socket (socket:[100]) connected to socket:[999], which no dumped process holds",

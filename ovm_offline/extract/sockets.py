@@ -140,8 +140,3 @@ def attach_unix_sockets(prog: "Program", fds: list[Fd], *, pid: int, comm: str,
                 raise GuestDataError(f"PID {pid} ({comm}) fd {fd.fd}, {where}: {e}") from None
         f.unix = state
 
-
-def unix_peers_outside(states: list[UnixSocketState]) -> set[int]:
-    """Peer inodes of these sockets that are none of them (connections leaving the dump)."""
-    inos = {s.ino for s in states}
-    return {s.peer for s in states if s.peer and s.peer not in inos}
