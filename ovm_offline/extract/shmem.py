@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
 from ..kernel import dcache
-from ..kernel.ipc import IPC_MSG_IDS, IPC_SEM_IDS, IPC_SHM_IDS, ipc_for_each, ipc_ids, kuid, shm_of_perm
+from ..kernel.ipc import (
+    IPC_MSG_IDS,
+    IPC_SEM_IDS,
+    IPC_SHM_IDS,
+    ipc_for_each,
+    ipc_ids,
+    kuid,
+    shm_of_perm,
+    task_ipc_ns,
+)
 from ..kernel.nsproxy import ns_inum
 from ..kernel.objects import Pointer, Struct
 from ..kernel.shmem import SYSV_NAME_PREFIX, file_on_shm_mnt, shmem_data_pages, shmem_pages_runs, shmem_seals
@@ -118,8 +127,6 @@ def tree_ipc_namespace(prog: "Program", tree: list, processes: list, host_ipc_in
     root first, and their `ProcessState`s): the root's, when it is not the host's (init's);
     None otherwise. Processes of the tree in another IPC namespace than the root's are
     refused, as CRIU cannot restore nested IPC namespaces either."""
-    from ..kernel.ipc import task_ipc_ns
-
     root_inum = processes[0].namespaces.ipc
     strays = [f"PID {p.global_pid} ({p.comm})" for p in processes[1:] if p.namespaces.ipc != root_inum]
     if strays:
