@@ -45,7 +45,7 @@ def xa_is_sibling(entry: int) -> bool:
 def _node_shift(prog: "Program", node: int) -> int:
     shift = prog.read_u8(node + prog.member_offset("xa_node", "shift"))
     if shift % XA_CHUNK_SHIFT or shift >= 64:
-        raise GuestDataError(f"xa_node 0x{node:x} has impossible shift {shift}")
+        raise GuestDataError(f"xa_node 0x{node:x} has a bad shift {shift}")
     return shift
 
 
