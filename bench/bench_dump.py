@@ -51,7 +51,18 @@ def main() -> None:
             rec = record(args.kernel, name, log=lambda m: print(m, file=sys.stderr))
             pid = rec.manifest["root_pid"]
             out = tmp / f"{name}-images"
-            cmd = [sys.executable, "-m", "ovm_offline.cli", "dump", str(rec.elf), "--pid", str(pid), "-D", str(out), "-q"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "ovm_offline.cli",
+                "dump",
+                str(rec.elf),
+                "--pid",
+                str(pid),
+                "-D",
+                str(out),
+                "-q",
+            ]
             timed(cmd + ["--force"])  # warm the symbol cache and the page cache of the dump
             dump_s, rss = timed(cmd + ["--force"])
             pages = out / "pages-1.img"
@@ -61,18 +72,34 @@ def main() -> None:
             cp_s, _ = timed(["cp", str(copy_src), str(tmp / "cp-dst")])
             for p in (copy_src, tmp / "cp-dst"):
                 p.unlink()
-            print(f"{name:<12} {size / 2**20:>9.1f} {dump_s:>7.2f} {cp_s:>6.2f} {dump_s / max(cp_s, 1e-3):>8.1f} {rss / 1024:>12.1f}")
+            print(
+                f"{name:<12} {size / 2**20:>9.1f} {dump_s:>7.2f} {cp_s:>6.2f} {dump_s / max(cp_s, 1e-3):>8.1f} {rss / 1024:>12.1f}"
+            )
             if name == "memhog-64" and not args.no_vol and shutil.which("vol"):
                 vol_dir = tmp / "vol"
                 vol_dir.mkdir()
-                vol_cmd = ["vol", "-q", "-s", str(REPO / "symbols"), "-o", str(vol_dir), "-f", str(rec.elf),
-                           "linux.proc.Maps", "--pid", str(pid), "--dump"]
+                vol_cmd = [
+                    "vol",
+                    "-q",
+                    "-s",
+                    str(REPO / "symbols"),
+                    "-o",
+                    str(vol_dir),
+                    "-f",
+                    str(rec.elf),
+                    "linux.proc.Maps",
+                    "--pid",
+                    str(pid),
+                    "--dump",
+                ]
                 timed(vol_cmd)  # Volatility's own cache warm-up
                 shutil.rmtree(vol_dir)
                 vol_dir.mkdir()
                 vol_s, vol_rss = timed(vol_cmd)
-                print(f"  vs vol linux.proc.Maps --dump: {vol_s:.2f} s (peak RSS {vol_rss / 1024:.0f} MiB): "
-                      f"ovm-offline dump is {vol_s / dump_s:.1f}x faster")
+                print(
+                    f"  vs vol linux.proc.Maps --dump: {vol_s:.2f} s (peak RSS {vol_rss / 1024:.0f} MiB): "
+                    f"ovm-offline dump is {vol_s / dump_s:.1f}x faster"
+                )
             shutil.rmtree(out)
     print(f"(resource limits: {resource.getrlimit(resource.RLIMIT_AS)})", file=sys.stderr)
 

@@ -32,7 +32,7 @@ from corpus import recorder  # noqa: E402
 from ovm_offline.extract.mm import extract_mm  # noqa: E402
 from ovm_offline.extract.pages import PagesStats, write_pages  # noqa: E402
 from ovm_offline.kernel import open_kernel  # noqa: E402
-from ovm_offline.kernel.tasks import find_task  # noqa: E402
+from ovm_offline.kernel.task.tasks import find_task  # noqa: E402
 from ovm_offline.sources import open_source  # noqa: E402
 from ovm_offline.state import MmState, PageRun  # noqa: E402
 
@@ -116,12 +116,19 @@ def run_one(dump: Path, pid: int, tmpdir: str, scale: int = 1) -> dict:
             entries = write_pages(source, mm, f, stats)
             f.flush()
             write = time.perf_counter() - t0
-        return {"select": select, "write": write, "bytes": stats.bytes, "entries": len(entries),
-                "copies": stats.copies, "runs": len(mm.pages), "rss_before": before, "rss_peak": rss.peak,
-                "out": out}
+        return {
+            "select": select,
+            "write": write,
+            "bytes": stats.bytes,
+            "entries": len(entries),
+            "copies": stats.copies,
+            "runs": len(mm.pages),
+            "rss_before": before,
+            "rss_peak": rss.peak,
+            "out": out,
+        }
     finally:
         source.close()
-
 
 
 def main() -> int:
@@ -131,21 +138,34 @@ def main() -> int:
     parser.add_argument("--format", nargs="+", default=["elf", "kdump-zlib"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tmpdir", default=os.environ.get("TMPDIR", "/tmp"))
-    parser.add_argument("--scale", type=int, nargs="+", default=[1],
-                        help="also write the pages N times over (a process N times larger, same guest pages)")
-    parser.add_argument("--recording", nargs="+", type=Path, default=[],
-                        help="recording directories to use instead of --kernel/--workload")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="also write the pages N times over (a process N times larger, same guest pages)",
+    )
+    parser.add_argument(
+        "--recording",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="recording directories to use instead of --kernel/--workload",
+    )
     args = parser.parse_args()
 
-    header = (f"{'recording':22} {'format':10} {'MiB':>6} {'runs':>6} {'copies':>6} {'select s':>8} "
-              f"{'write s':>8} {'cp s':>7} {'write/cp':>8} {'total/cp':>8} {'RSS':>6} {'anon':>5} {'+anon':>6}")
+    header = (
+        f"{'recording':22} {'format':10} {'MiB':>6} {'runs':>6} {'copies':>6} {'select s':>8} "
+        f"{'write s':>8} {'cp s':>7} {'write/cp':>8} {'total/cp':>8} {'RSS':>6} {'anon':>5} {'+anon':>6}"
+    )
     print(header)
     print("-" * len(header))
     if args.recording:
         recs = [recorder.Recording(p.resolve()) for p in args.recording]
     else:
-        recs = [recorder.record(k, w, log=lambda m: print(m, file=sys.stderr))
-                for k in args.kernel for w in args.workload]
+        recs = [
+            recorder.record(k, w, log=lambda m: print(m, file=sys.stderr)) for k in args.kernel for w in args.workload
+        ]
     for rec in recs:
         pid = rec.manifest["root_pid"]
         name = f"{rec.manifest['kernel']}-{rec.manifest['workload']}"
@@ -160,14 +180,18 @@ def main() -> int:
                 cp = min(time_cp(best["out"], tmpdir) for _ in range(args.repeat))
                 total = best["select"] + best["write"]
                 growth = max(r["rss_peak"][1] - r["rss_before"][1] for r in runs)
-                print(f"{label:22} {fmt:10} {best['bytes'] / 2**20:6.0f} {best['runs']:6} "
-                      f"{best['copies']:6} {best['select']:8.3f} {best['write']:8.3f} {cp:7.3f} "
-                      f"{best['write'] / cp:7.1f}x {total / cp:7.1f}x {best['rss_peak'][0] / 1024:5.0f}M "
-                      f"{best['rss_peak'][1] / 1024:4.0f}M {growth / 1024:5.1f}M")
-    print(f"\nbest of {args.repeat}, page cache warm. select = extract_mm (VMAs, page-table walk, zero pages);"
-          "\nwrite = write_pages (bulk copy_to into pages-1.img); cp = `cp` of the written file in the same"
-          "\ndirectory. RSS, anon = peak VmRSS and RssAnon while writing (VmRSS includes touched pages of"
-          "\nmmapped dump files); +anon = growth of RssAnon over its value before writing.")
+                print(
+                    f"{label:22} {fmt:10} {best['bytes'] / 2**20:6.0f} {best['runs']:6} "
+                    f"{best['copies']:6} {best['select']:8.3f} {best['write']:8.3f} {cp:7.3f} "
+                    f"{best['write'] / cp:7.1f}x {total / cp:7.1f}x {best['rss_peak'][0] / 1024:5.0f}M "
+                    f"{best['rss_peak'][1] / 1024:4.0f}M {growth / 1024:5.1f}M"
+                )
+    print(
+        f"\nbest of {args.repeat}, page cache warm. select = extract_mm (VMAs, page-table walk, zero pages);"
+        "\nwrite = write_pages (bulk copy_to into pages-1.img); cp = `cp` of the written file in the same"
+        "\ndirectory. RSS, anon = peak VmRSS and RssAnon while writing (VmRSS includes touched pages of"
+        "\nmmapped dump files); +anon = growth of RssAnon over its value before writing."
+    )
     return 0
 
 

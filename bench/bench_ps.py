@@ -45,8 +45,9 @@ print(len(procs), f"{t1 - t0:.4f}", f"{t2 - t1:.4f}", f"{t3 - t2:.4f}")
 def run_ours(dump: str, cache: Path, symbols: list[str]) -> tuple[float, str]:
     env = dict(os.environ, OVM_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", OURS, dump, *symbols], env=env, cwd=REPO,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", OURS, dump, *symbols], env=env, cwd=REPO, capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - t
     if out.returncode != 0:
         sys.exit(f"ovm-offline failed on {dump}: {out.stderr.strip().splitlines()[-1:]}")
@@ -60,8 +61,11 @@ def run_vol(dump: str, cache: Path, symbols: list[str]) -> tuple[float | None, s
     cmd = [vol] if vol else [sys.executable, "-m", "volatility3.cli"]
     sym_args = ["-s", str(REPO / "symbols"), *[a for s in symbols for a in ("-s", s)]]
     t = time.perf_counter()
-    out = subprocess.run(cmd + ["-q", "--offline", "--cache-path", str(cache), "-r", "json", "-f", dump,
-                                *sym_args, "linux.pslist"], capture_output=True, text=True)
+    out = subprocess.run(
+        cmd + ["-q", "--offline", "--cache-path", str(cache), "-r", "json", "-f", dump, *sym_args, "linux.pslist"],
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - t
     if out.returncode != 0:
         return None, "failed: " + (out.stderr.strip().splitlines() or ["?"])[-1][:200]
@@ -102,6 +106,7 @@ def main() -> None:
             if vol_cold is not None:
                 print(f"ratio cold (vol/ours): {vol_cold / ours_cold:6.1f}x")
             print(f"ratio warm (vol/ours): {vol_warm / ours_warm:6.1f}x")
+
 
 if __name__ == "__main__":
     main()

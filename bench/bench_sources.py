@@ -33,7 +33,9 @@ def backing_file(path: Path) -> Path:
 def time_cat(path: Path, sink: str, tmpdir: str) -> float:
     target = os.devnull if sink == "devnull" else os.path.join(tmpdir, "cat.out")
     started = time.perf_counter()
-    subprocess.run(f"cat {subprocess.list2cmdline([str(path)])} > {subprocess.list2cmdline([target])}", shell=True, check=True)
+    subprocess.run(
+        f"cat {subprocess.list2cmdline([str(path)])} > {subprocess.list2cmdline([target])}", shell=True, check=True
+    )
     elapsed = time.perf_counter() - started
     if sink == "file":
         os.unlink(target)

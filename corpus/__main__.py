@@ -42,7 +42,9 @@ def record(kernel_names: tuple[str, ...], workload_names: tuple[str, ...], force
 @main.command()
 @click.option("--kernel", "kernel_name", required=True)
 @click.option("--workload", "workload_name", required=True)
-@click.option("--images", type=click.Path(exists=True, file_okay=False), help="Images to restore (default: the golden ones).")
+@click.option(
+    "--images", type=click.Path(exists=True, file_okay=False), help="Images to restore (default: the golden ones)."
+)
 def restore(kernel_name: str, workload_name: str, images: str | None) -> None:
     """Restore images in a fresh guest and judge the workload's run."""
     from pathlib import Path

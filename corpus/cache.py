@@ -12,8 +12,8 @@ import fcntl
 import hashlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 CORPUS_DIR = Path(__file__).resolve().parent
 

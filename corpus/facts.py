@@ -16,8 +16,14 @@ def parse_stat(text: str) -> dict:
     pid, _, comm = head.partition(" (")
     f = rest.split()
     return {
-        "pid": int(pid), "comm": comm, "state": f[0], "ppid": int(f[1]), "pgid": int(f[2]),
-        "sid": int(f[3]), "flags": int(f[6]), "threads": int(f[17]),
+        "pid": int(pid),
+        "comm": comm,
+        "state": f[0],
+        "ppid": int(f[1]),
+        "pgid": int(f[2]),
+        "sid": int(f[3]),
+        "flags": int(f[6]),
+        "threads": int(f[17]),
     }
 
 
@@ -30,10 +36,17 @@ def parse_maps(text: str) -> list[dict]:
     for line in text.splitlines():
         parts = line.split(None, 5)
         start, end = (int(x, 16) for x in parts[0].split("-"))
-        vmas.append({
-            "start": start, "end": end, "perms": parts[1], "offset": int(parts[2], 16),
-            "dev": parts[3], "inode": int(parts[4]), "path": parts[5] if len(parts) > 5 else "",
-        })
+        vmas.append(
+            {
+                "start": start,
+                "end": end,
+                "perms": parts[1],
+                "offset": int(parts[2], 16),
+                "dev": parts[3],
+                "inode": int(parts[4]),
+                "path": parts[5] if len(parts) > 5 else "",
+            }
+        )
     return vmas
 
 
@@ -91,10 +104,13 @@ def parse_member(d: Path) -> dict:
     tasks = []
     for t in sorted((d / "task").iterdir(), key=lambda p: int(p.name)) if (d / "task").exists() else []:
         status = parse_status(_read(t / "status"))
-        tasks.append({
-            **parse_stat(_read(t / "stat")),
-            "sig_blocked": status.get("SigBlk"), "sig_pending": status.get("SigPnd"),
-        })
+        tasks.append(
+            {
+                **parse_stat(_read(t / "stat")),
+                "sig_blocked": status.get("SigBlk"),
+                "sig_pending": status.get("SigPnd"),
+            }
+        )
     status = parse_status(_read(d / "status"))
     return {
         "maps": parse_maps(_read(d / "maps")),
@@ -115,7 +131,11 @@ def files_of(files_tar: Path) -> list[dict]:
     out = []
     with tarfile.open(files_tar) as tar:
         for member in tar.getmembers():
-            entry = {"path": "/run/ovm/" + member.name, "mode": member.mode, "type": "dir" if member.isdir() else "file"}
+            entry = {
+                "path": "/run/ovm/" + member.name,
+                "mode": member.mode,
+                "type": "dir" if member.isdir() else "file",
+            }
             if member.isfile():
                 data = tar.extractfile(member).read()
                 entry.update(size=member.size, sha256=hashlib.sha256(data).hexdigest())

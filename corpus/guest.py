@@ -57,22 +57,37 @@ class Guest:
         cmdline = f"console=ttyS0 panic=-1 quiet loglevel=4 {cmdline_extra}".strip()
         self.argv = [
             "qemu-system-x86_64",
-            "-machine", f"pc,accel={accel},memory-backend=ram0",
-            "-object", f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.memory_file},share=on",
-            "-m", f"{ram_mib}M",
-            "-smp", str(smp),
-            "-kernel", str(vmlinuz),
-            "-initrd", str(initramfs),
-            "-append", cmdline,
-            "-device", "vmcoreinfo",
-            "-display", "none",
+            "-machine",
+            f"pc,accel={accel},memory-backend=ram0",
+            "-object",
+            f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.memory_file},share=on",
+            "-m",
+            f"{ram_mib}M",
+            "-smp",
+            str(smp),
+            "-kernel",
+            str(vmlinuz),
+            "-initrd",
+            str(initramfs),
+            "-append",
+            cmdline,
+            "-device",
+            "vmcoreinfo",
+            "-display",
+            "none",
             "-no-reboot",
-            "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
-            "-qmp", f"unix:{self.qmp_tool_path},server=on,wait=off",
-            "-chardev", f"file,id=con,path={self.console_log}",
-            "-serial", "chardev:con",
-            "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
-            "-serial", "chardev:ctl",
+            "-qmp",
+            f"unix:{self.qmp_path},server=on,wait=off",
+            "-qmp",
+            f"unix:{self.qmp_tool_path},server=on,wait=off",
+            "-chardev",
+            f"file,id=con,path={self.console_log}",
+            "-serial",
+            "chardev:con",
+            "-chardev",
+            f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
+            "-serial",
+            "chardev:ctl",
         ]
         if cpu:
             self.argv += ["-cpu", cpu]
@@ -84,7 +99,7 @@ class Guest:
         self._ctl_buffer = b""
 
     # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> "Guest":
+    def __enter__(self) -> Guest:
         self.start()
         return self
 
@@ -176,7 +191,7 @@ class Guest:
             self._ctl.settimeout(min(remaining, 0.5))
             try:
                 data = self._ctl.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if not data:
                 # QEMU closes its sockets as it exits: give it a moment so the error says so

@@ -86,7 +86,7 @@ def add_host_path(archive: cpio.NewcArchive, path: str, dest: str | None = None)
         if current.is_symlink():
             target = os.readlink(current)
             archive.symlink(str(current), target)
-            rest = Path(*parts[i + 1:]) if i + 1 < len(parts) else None
+            rest = Path(*parts[i + 1 :]) if i + 1 < len(parts) else None
             resolved = (current.parent / target).resolve() if not target.startswith("/") else Path(target)
             add_host_path(archive, str(resolved / rest) if rest else str(resolved))
             return

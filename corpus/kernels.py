@@ -75,7 +75,7 @@ class UnpackedKernel:
         """Dependencies from the module's .modinfo `depends=` string (no modules.dep in the .deb)."""
         for field in self.module_bytes(name).split(b"\0"):
             if field.startswith(b"depends="):
-                return [d for d in field[len(b"depends="):].decode().split(",") if d]
+                return [d for d in field[len(b"depends=") :].decode().split(",") if d]
         return []
 
     def modules_in_load_order(self, names: list[str]) -> list[str]:

@@ -58,10 +58,19 @@ class Recording:
 
 def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
     # only what shapes a recording (the workload's check function does not)
-    shape = (workload.name, workload.program, workload.args, workload.ram_mib, workload.root_key,
-             workload.settle_seconds) + ((workload.cpu,) if workload.cpu else ())
+    shape = (
+        workload.name,
+        workload.program,
+        workload.args,
+        workload.ram_mib,
+        workload.root_key,
+        workload.settle_seconds,
+    ) + ((workload.cpu,) if workload.cpu else ())
     return cache.digest(
-        str(RECORDING_FORMAT), initramfs.build_key(kernel), repr(shape), cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh")
+        str(RECORDING_FORMAT),
+        initramfs.build_key(kernel),
+        repr(shape),
+        cache.source_digest(*RECORDER_FILES, jobs.GUEST_DIR / "record-job.sh", jobs.GUEST_DIR / "common.sh"),
     )
 
 
@@ -77,8 +86,9 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print)
         return _record_into(path, kernel_name, kernel, image, workload, log)
 
 
-def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, image: Path,
-                 workload: Workload, log) -> Recording:
+def _record_into(
+    path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, image: Path, workload: Workload, log
+) -> Recording:
     cache.begin(path)
     log(f"recording {workload.name} on {kernel_name} in {path}")
     timings: dict[str, float] = {}
@@ -86,8 +96,15 @@ def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, i
 
     script = jobs.job_script(
         "record-job.sh",
-        {"W": workload.name, "PROG": workload.program, "ARGS": " ".join(workload.args),
-         "ROOT_KEY": workload.root_key or "", "HIGH_PID": HIGH_PID, "SETTLE": workload.settle_seconds, "CRIU_DUMP_OPTS": ""},
+        {
+            "W": workload.name,
+            "PROG": workload.program,
+            "ARGS": " ".join(workload.args),
+            "ROOT_KEY": workload.root_key or "",
+            "HIGH_PID": HIGH_PID,
+            "SETTLE": workload.settle_seconds,
+            "CRIU_DUMP_OPTS": "",
+        },
     )
     work = path / "work"
     work.mkdir()
@@ -95,8 +112,9 @@ def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, i
     jobs.blank_output_disk(work / "out.img", workload.ram_mib + 256)
     (path / "live").mkdir()
 
-    with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"],
-               cpu=workload.cpu) as guest:
+    with Guest(
+        work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"], cpu=workload.cpu
+    ) as guest:
         ready = guest.expect("RECORD-READY", BOOT_TIMEOUT + 300, f"booting {kernel_name} and starting {workload.name}")
         timings["boot_and_ready"] = time.monotonic() - t0
 
@@ -131,10 +149,17 @@ def _record_into(path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, i
     (work / "out" / "files.tar").rename(path / "files.tar")
     manifest = facts.build_manifest(work / "out" / "facts", path / "files.tar")
     manifest.update(
-        workload=workload.name, program=workload.program, args=list(workload.args), kernel=kernel_name,
-        kernel_package=f"{kernel.kernel.package}={kernel.kernel.version}", ram_mib=workload.ram_mib,
-        dumps=dumps, qemu_dump_formats=formats, qemu_status_when_dumped=status.get("status"),
-        control_ready_line=ready, timings={k: round(v, 2) for k, v in timings.items()},
+        workload=workload.name,
+        program=workload.program,
+        args=list(workload.args),
+        kernel=kernel_name,
+        kernel_package=f"{kernel.kernel.package}={kernel.kernel.version}",
+        ram_mib=workload.ram_mib,
+        dumps=dumps,
+        qemu_dump_formats=formats,
+        qemu_status_when_dumped=status.get("status"),
+        control_ready_line=ready,
+        timings={k: round(v, 2) for k, v in timings.items()},
     )
     (path / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     shutil.copyfile(work / "console.log", path / "console.log")

@@ -39,8 +39,10 @@ def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
         return first
     log(f"guest died ({first.detail}); trying once more")
     second = _restore_once(rec, images, log)
-    return dataclasses.replace(second, detail=f"{second.detail} (after a first attempt: {first.detail}; "
-                                              f"its serial log: {first.restore_log[-600:]!r})")
+    return dataclasses.replace(
+        second,
+        detail=f"{second.detail} (after a first attempt: {first.detail}; its serial log: {first.restore_log[-600:]!r})",
+    )
 
 
 def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
@@ -53,16 +55,26 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
         work = Path(tmp)
         script = jobs.job_script(
             "restore-job.sh",
-            {"W": workload.name, "RUN_AFTER_RESTORE": workload.run_after_restore,
-             "RESTORE_PREPARE": workload.restore_prepare, "CRIU_RESTORE_OPTS": ""},
+            {
+                "W": workload.name,
+                "RUN_AFTER_RESTORE": workload.run_after_restore,
+                "RESTORE_PREPARE": workload.restore_prepare,
+                "CRIU_RESTORE_OPTS": "",
+            },
         )
-        jobs.write_input_disk(work / "in.img", {
-            "job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
-            "files.tar": rec.files_tar, "images": images,
-        })
+        jobs.write_input_disk(
+            work / "in.img",
+            {
+                "job.sh": script,
+                "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
+                "files.tar": rec.files_tar,
+                "images": images,
+            },
+        )
         jobs.blank_output_disk(work / "out.img", 64)
-        with Guest(work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"],
-                   cpu=workload.cpu) as guest:
+        with Guest(
+            work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"], cpu=workload.cpu
+        ) as guest:
             try:
                 guest.expect("DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}")
                 failure = None
@@ -74,7 +86,9 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
             jobs.read_output_disk(work / "out.img", out)
         except tarfile.TarError:
             pass
-        restore_log = (out / "out" / "restore.log").read_text(errors="replace") if (out / "out" / "restore.log").exists() else ""
+        restore_log = (
+            (out / "out" / "restore.log").read_text(errors="replace") if (out / "out" / "restore.log").exists() else ""
+        )
         after = (out / "out" / "after.log").read_text(errors="replace") if (out / "out" / "after.log").exists() else ""
         seconds = time.monotonic() - t0
         if failure is not None:
@@ -82,5 +96,7 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
             console = getattr(failure, "log_tail", "")
             return RestoreResult(False, detail, after, restore_log or console, seconds)
         verdict = workload.check(_log_at_dump(rec, workload.log_name), after)
-        log(f"restore of {workload.name} on {manifest['kernel']}: {'ok' if verdict.ok else 'FAILED'} ({verdict.detail})")
+        log(
+            f"restore of {workload.name} on {manifest['kernel']}: {'ok' if verdict.ok else 'FAILED'} ({verdict.detail})"
+        )
         return RestoreResult(verdict.ok, verdict.detail, after, restore_log, seconds)

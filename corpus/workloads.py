@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import CorpusError
 
@@ -84,14 +84,23 @@ WORKLOADS = {
     w.name: w
     for w in (
         Workload(
-            "counter", "counter", check=check_counter, settle_seconds=3.5, run_after_restore=3.0,
+            "counter",
+            "counter",
+            check=check_counter,
+            settle_seconds=3.5,
+            run_after_restore=3.0,
             description="interval timer, SIGALRM, prints its count each second",
         ),
         _memhog(0),
         _memhog(64),
         _memhog(1024),
         Workload(
-            "counter-la57", "counter", check=check_counter, settle_seconds=3.5, run_after_restore=3.0, cpu="max",
+            "counter-la57",
+            "counter",
+            check=check_counter,
+            settle_seconds=3.5,
+            run_after_restore=3.0,
+            cpu="max",
             description="counter on -cpu max: 5-level page tables, XSAVE/AVX registers",
         ),
         Workload("filemap", "filemap", description="dynamically linked; file mappings; files at offsets and flags"),
@@ -99,24 +108,56 @@ WORKLOADS = {
         Workload("threads", "threads", ("4",), run_after_restore=1.0, description="four worker threads"),
         Workload("pipetree", "pipetree", run_after_restore=1.0, description="a process tree joined by pipes"),
         Workload(
-            "container", "container", root_key="outer_pid", run_after_restore=2.0,
+            "container",
+            "container",
+            root_key="outer_pid",
+            run_after_restore=2.0,
             description="a PID namespace init and its child in cgroup /ovmbox",
             restore_prepare="mkdir -p /sys/fs/cgroup/ovmbox",
         ),
-        Workload("ipc", "ipc", run_after_restore=1.0,
-                 description="a FIFO and UNIX sockets (pairs, named, stream and datagram) with data queued"),
-        Workload("shmem", "shmem", run_after_restore=1.0,
-                 description="shared anonymous memory and shared file mappings across a fork"),
-        Workload("sysvshm", "sysvshm", run_after_restore=1.0,
-                 description="System V shared memory in the tree's own IPC namespace"),
-        Workload("evfds", "evfds", run_after_restore=1.0,
-                 description="eventfds, a signalfd, timerfds and an epoll set over them"),
+        Workload(
+            "ipc",
+            "ipc",
+            run_after_restore=1.0,
+            description="a FIFO and UNIX sockets (pairs, named, stream and datagram) with data queued",
+        ),
+        Workload(
+            "shmem",
+            "shmem",
+            run_after_restore=1.0,
+            description="shared anonymous memory and shared file mappings across a fork",
+        ),
+        Workload(
+            "sysvshm",
+            "sysvshm",
+            run_after_restore=1.0,
+            description="System V shared memory in the tree's own IPC namespace",
+        ),
+        Workload(
+            "evfds",
+            "evfds",
+            run_after_restore=1.0,
+            description="eventfds, a signalfd, timerfds and an epoll set over them",
+        ),
     )
 }
 
 # what the test suite records on both kernels; memhog-1024 is recorded for benchmarks on demand
-STANDARD = ("counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree",
-            "container", "ipc", "shmem", "sysvshm", "evfds")
+STANDARD = (
+    "counter",
+    "counter-la57",
+    "memhog-0",
+    "memhog-64",
+    "filemap",
+    "ptyprog",
+    "threads",
+    "pipetree",
+    "container",
+    "ipc",
+    "shmem",
+    "sysvshm",
+    "evfds",
+)
 
 
 def get_workload(name: str) -> Workload:

@@ -25,13 +25,19 @@ def cli() -> None:
 
 # --- sources ---------------------------------------------------------------------------------
 
+
 def source_options(f):
     """SOURCE (a dump file or recorded live snapshot directory), or --live --qmp --mem."""
     f = click.option("--mem", "mem", type=click.Path(), help="With --live: the guest's memory-backend-file.")(f)
     f = click.option("--qmp", "qmp", type=click.Path(), help="With --live: the guest's QMP socket.")(f)
     f = click.option("--live", is_flag=True, help="Read a running QEMU guest, paused while it is read.")(f)
-    f = click.option("--symbols", "symbol_dirs", multiple=True, type=click.Path(file_okay=False),
-                     help="Another directory of ISF files (searched before the bundled ones).")(f)
+    f = click.option(
+        "--symbols",
+        "symbol_dirs",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        help="Another directory of ISF files (searched before the bundled ones).",
+    )(f)
     return click.argument("source", required=False, type=click.Path())(f)
 
 
@@ -67,8 +73,12 @@ def _ps_row(p) -> tuple:
 def _print_table(rows: list[tuple], header: tuple) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
-        click.echo("  ".join(str(v).ljust(w) if i == len(header) - 1 or isinstance(v, str) else str(v).rjust(w)
-                             for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+        click.echo(
+            "  ".join(
+                str(v).ljust(w) if i == len(header) - 1 or isinstance(v, str) else str(v).rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
 
 
 def _print_tree(procs) -> None:
@@ -127,14 +137,22 @@ def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, co
 
 # --- dump ------------------------------------------------------------------------------------
 
+
 @cli.command()
 @source_options
 @click.option("--pid", "-t", "pid", type=int, help="Global PID of the process to save (with its descendants).")
 @click.option("--container", help="Save this container's process tree (the CONTAINER column of `ps`).")
-@click.option("--skip-unsupported", is_flag=True,
-              help="Leave out open files ovm-offline cannot save yet instead of failing.")
-@click.option("--images-dir", "-D", "directory", type=click.Path(file_okay=False), required=True,
-              help="Where to write the images; must not exist or be empty.")
+@click.option(
+    "--skip-unsupported", is_flag=True, help="Leave out open files ovm-offline cannot save yet instead of failing."
+)
+@click.option(
+    "--images-dir",
+    "-D",
+    "directory",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Where to write the images; must not exist or be empty.",
+)
 @click.option("--force", is_flag=True, help="Replace a non-empty images directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(source, live, qmp, mem, symbol_dirs, pid, container, skip_unsupported, directory, force, quiet) -> None:
@@ -163,8 +181,9 @@ def dump(source, live, qmp, mem, symbol_dirs, pid, container, skip_unsupported, 
         try:
             if container is not None:
                 pid = dumping.container_root(prog, container)
-            summary = dumping.dump(src, prog, pid, directory, force=force, progress=progress,
-                                   skip_unsupported=skip_unsupported)
+            summary = dumping.dump(
+                src, prog, pid, directory, force=force, progress=progress, skip_unsupported=skip_unsupported
+            )
         finally:
             if bar:
                 bar.close()
@@ -180,6 +199,7 @@ def inventory_open_kernel(src, symbol_dirs):
 
 
 # --- convert, show, diff ---------------------------------------------------------------------
+
 
 @cli.command()
 @click.argument("kdump", type=click.Path())

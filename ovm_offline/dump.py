@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .criu import build
 from .errors import GuestDataError, OvmError, UnsupportedError
@@ -20,17 +20,17 @@ from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
 from .extract.pages import PagesStats, write_page_runs, write_pages
-from .extract.shmem import tree_ipc_namespace
 from .extract.pipes import attach_pipes
+from .extract.shmem import tree_ipc_namespace
 from .extract.sockets import attach_unix_sockets
 from .extract.task import extract_task_common
-from .kernel import timekeeping
-from .kernel.cgroup import task_cgroup_path
-from .kernel.list import list_for_each_entry
-from .kernel.memory import Program
-from .kernel.nsproxy import task_namespaces
-from .kernel.pid import task_active_pid_ns
-from .kernel.tasks import for_each_process, for_each_thread, is_kthread, task_comm
+from .kernel.core.memory import Program
+from .kernel.ds.list import list_for_each_entry
+from .kernel.ns.cgroup import task_cgroup_path
+from .kernel.ns.nsproxy import task_namespaces
+from .kernel.task import timekeeping
+from .kernel.task.pid import task_active_pid_ns
+from .kernel.task.tasks import for_each_process, for_each_thread, is_kthread, task_comm
 from .output import atomic_directory
 from .sources.base import PhysicalSource
 from .state import CgroupDir, NamespaceIds, ProcessState, SharedMemory
@@ -60,12 +60,19 @@ class DumpSummary:
     skipped: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        return [
-            f"dumped pid {self.pid} ({self.comm}): {self.processes} process(es), {self.threads} thread(s)",
-            f"wrote {self.images} images to {self.directory}: {self.pages} pages ({self.page_bytes / 2**20:.1f} MiB), "
-            f"{self.files} file entries, in {self.seconds:.2f} s",
-        ] + ([f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
-             if self.swapped_pages else []) + [f"warning: left out {what}" for what in self.skipped]
+        return (
+            [
+                f"dumped pid {self.pid} ({self.comm}): {self.processes} process(es), {self.threads} thread(s)",
+                f"wrote {self.images} images to {self.directory}: {self.pages} pages ({self.page_bytes / 2**20:.1f} MiB), "
+                f"{self.files} file entries, in {self.seconds:.2f} s",
+            ]
+            + (
+                [f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
+                if self.swapped_pages
+                else []
+            )
+            + [f"warning: left out {what}" for what in self.skipped]
+        )
 
 
 def find_task(prog: Program, pid: int):
@@ -88,8 +95,10 @@ def container_root(prog: Program, container: str) -> int:
         raise NoSuchProcess(f"no container {container!r} in the guest (containers: {', '.join(known) or 'none'})")
     roots = sorted(p.pid for p in procs if p.pid in members and p.ppid not in members)
     if len(roots) != 1:
-        raise UnsupportedError(f"container {container!r} has {len(roots)} process trees (roots: "
-                               f"{', '.join(map(str, roots))}); dump each with --pid")
+        raise UnsupportedError(
+            f"container {container!r} has {len(roots)} process trees (roots: "
+            f"{', '.join(map(str, roots))}); dump each with --pid"
+        )
     return roots[0]
 
 
@@ -119,8 +128,16 @@ def process_tree(prog: Program, root) -> list:
             raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
         children: list = []
         for thread in for_each_thread(task):
-            children.extend(list_for_each_entry(prog, "task_struct", thread.children.address_of_(), "sibling",
-                                                name=f"children of TID {thread.pid}", limit=MAX_TREE + 1))
+            children.extend(
+                list_for_each_entry(
+                    prog,
+                    "task_struct",
+                    thread.children.address_of_(),
+                    "sibling",
+                    name=f"children of TID {thread.pid}",
+                    limit=MAX_TREE + 1,
+                )
+            )
             if len(children) > MAX_TREE:
                 raise GuestDataError(f"PID {task.pid} has more than {MAX_TREE} children")
         stack.extend(reversed(children))
@@ -129,8 +146,16 @@ def process_tree(prog: Program, root) -> list:
 
 def namespace_ids(task) -> NamespaceIds:
     ns = task_namespaces(task)
-    return NamespaceIds(pid=ns.pid_for_children or ns.pid, net=ns.net, ipc=ns.ipc, uts=ns.uts, mnt=ns.mnt,
-                        user=ns.user, cgroup=ns.cgroup, time=ns.time)
+    return NamespaceIds(
+        pid=ns.pid_for_children or ns.pid,
+        net=ns.net,
+        ipc=ns.ipc,
+        uts=ns.uts,
+        mnt=ns.mnt,
+        user=ns.user,
+        cgroup=ns.cgroup,
+        time=ns.time,
+    )
 
 
 SAVED_FD_KINDS = ("reg", "tty", "pipe", "fifo", "unix", "eventfd", "signalfd", "timerfd", "eventpoll")
@@ -138,11 +163,21 @@ SAVED_FD_KINDS = ("reg", "tty", "pipe", "fifo", "unix", "eventfd", "signalfd", "
 
 #: how refusals name the kinds of open files ovm-offline cannot save yet
 KIND_DESCRIPTIONS = {
-    "inet": "an IPv4/IPv6 socket", "netlink": "a netlink socket", "packet": "a packet socket",
-    "socket": "a socket", "inotify": "an inotify instance", "fanotify": "a fanotify instance",
-    "pidfd": "a pidfd", "userfaultfd": "a userfaultfd", "io_uring": "an io_uring instance",
-    "bpf-map": "a BPF map", "bpf-prog": "a BPF program", "perf": "a perf event", "memfd": "a memfd",
-    "memfd-secret": "a memfd_secret area", "anon": "an anonymous-inode file",
+    "inet": "an IPv4/IPv6 socket",
+    "netlink": "a netlink socket",
+    "packet": "a packet socket",
+    "socket": "a socket",
+    "inotify": "an inotify instance",
+    "fanotify": "a fanotify instance",
+    "pidfd": "a pidfd",
+    "userfaultfd": "a userfaultfd",
+    "io_uring": "an io_uring instance",
+    "bpf-map": "a BPF map",
+    "bpf-prog": "a BPF program",
+    "perf": "a perf event",
+    "memfd": "a memfd",
+    "memfd-secret": "a memfd_secret area",
+    "anon": "an anonymous-inode file",
 }
 
 
@@ -177,8 +212,7 @@ def extract_process(prog: Program, task, pid_ns, shared: TreeObjects, unsupporte
         reason = unsupported_reason(fd)
         if reason is None and fd.file.kind == "unix":
             try:
-                attach_unix_sockets(prog, [fd], pid=common.global_pid, comm=common.comm,
-                                    cache=shared.sockets)
+                attach_unix_sockets(prog, [fd], pid=common.global_pid, comm=common.comm, cache=shared.sockets)
             except UnsupportedError as e:
                 reason = str(e)
         if reason is None:
@@ -188,8 +222,15 @@ def extract_process(prog: Program, task, pid_ns, shared: TreeObjects, unsupporte
     attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=shared.pipes)
     attach_anon_fds(prog, fds, pid=common.global_pid, comm=common.comm, unsupported=unsupported)
     proc = ProcessState(
-        **common.as_kwargs(), mm=mm, fds=fds, fs=extract_fs(prog, task), namespaces=namespace_ids(task),
-        cgroup=task_cgroup_path(task) or "/", mm_key=int(task.mm), files_key=int(task.files), fs_key=int(task.fs),
+        **common.as_kwargs(),
+        mm=mm,
+        fds=fds,
+        fs=extract_fs(prog, task),
+        namespaces=namespace_ids(task),
+        cgroup=task_cgroup_path(task) or "/",
+        mm_key=int(task.mm),
+        files_key=int(task.files),
+        fs_key=int(task.fs),
     )
     attach_build_ids(prog, task, proc)
     return proc
@@ -208,8 +249,14 @@ def leave_out_dangling_files(processes: list[ProcessState], unsupported: list[st
             for fd in p.fds:
                 u, ep = fd.file.unix, fd.file.epoll
                 if u is not None and u.peer and u.peer not in held:
-                    outside.append((p, fd, f"a UNIX socket (socket:[{u.ino}]) connected to socket:[{u.peer}], "
-                                           "which no dumped process holds"))
+                    outside.append(
+                        (
+                            p,
+                            fd,
+                            f"a UNIX socket (socket:[{u.ino}]) connected to socket:[{u.peer}], "
+                            "which no dumped process holds",
+                        )
+                    )
                 elif ep is not None and (gone := [t.fd for t in ep.targets if t.fd not in saved]):
                     outside.append((p, fd, f"an epoll watching fd {gone[0]}, which is left out"))
         if not outside:
@@ -219,16 +266,19 @@ def leave_out_dangling_files(processes: list[ProcessState], unsupported: list[st
             p.fds.remove(fd)
 
 
-def cgroup_dirs(prog: Program, tree: list, processes: list[ProcessState],
-                root_namespaces: NamespaceIds) -> dict[str, CgroupDir]:
+def cgroup_dirs(
+    prog: Program, tree: list, processes: list[ProcessState], root_namespaces: NamespaceIds
+) -> dict[str, CgroupDir]:
     """The cgroup directories CRIU would save for the tree: the subtree of every cgroup a
     process is in, unless it is criu's own (build.CRIU_CGROUP). Processes in a cgroup
     namespace of their own are refused: CRIU records their namespace prefix, we cannot yet."""
     dirs: dict[str, CgroupDir] = {}
     for task, proc in zip(tree, processes):
         if proc.namespaces.cgroup != root_namespaces.cgroup:
-            raise UnsupportedError(f"PID {proc.global_pid} ({proc.comm}) is in a cgroup namespace of its own; "
-                                   "ovm-offline cannot save those yet")
+            raise UnsupportedError(
+                f"PID {proc.global_pid} ({proc.comm}) is in a cgroup namespace of its own; "
+                "ovm-offline cannot save those yet"
+            )
         if proc.cgroup == build.CRIU_CGROUP or proc.cgroup in dirs:
             continue
         d = task_cgroup_dir(prog, task)
@@ -237,8 +287,16 @@ def cgroup_dirs(prog: Program, tree: list, processes: list[ProcessState],
     return dirs
 
 
-def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path, *, force: bool = False,
-         progress: Callable[[int], None] | None = None, skip_unsupported: bool = False) -> DumpSummary:
+def dump(
+    source: PhysicalSource,
+    prog: Program,
+    pid: int,
+    directory: str | Path,
+    *,
+    force: bool = False,
+    progress: Callable[[int], None] | None = None,
+    skip_unsupported: bool = False,
+) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Open files that cannot be saved yet make it fail, naming them all, unless
     `skip_unsupported` (then they are left out and listed in the summary)."""
@@ -254,12 +312,17 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
     processes = [extract_process(prog, task, pid_ns, shared, unsupported) for task in tree]
     leave_out_dangling_files(processes, unsupported)
     if unsupported and not skip_unsupported:
-        raise UnsupportedError(f"cannot save {len(unsupported)} open file(s) yet: " + "; ".join(unsupported)
-                               + " (--skip-unsupported leaves them out)")
+        raise UnsupportedError(
+            f"cannot save {len(unsupported)} open file(s) yet: "
+            + "; ".join(unsupported)
+            + " (--skip-unsupported leaves them out)"
+        )
     processes[0].ppid = 0  # the dumped tree's root has no parent in the images
     dump_set = build.DumpSet(
-        processes=processes, root_namespaces=root_namespaces,
-        monotonic_ns=timekeeping.ktime_get_ns(prog), boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
+        processes=processes,
+        root_namespaces=root_namespaces,
+        monotonic_ns=timekeeping.ktime_get_ns(prog),
+        boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
         cgroups=cgroup_dirs(prog, tree, processes, root_namespaces),
         ipc_namespace=tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shared.shmem),
     )
@@ -280,9 +343,18 @@ def dump(source: PhysicalSource, prog: Program, pid: int, directory: str | Path,
     with atomic_directory(directory, force) as tmp:
         written = build.write_dump(dump_set, tmp, pages_writer, shmem_pages_writer)
     return DumpSummary(
-        pid=pid, comm=processes[0].comm, processes=len(processes), threads=sum(len(p.threads) for p in processes),
-        images=written.images, pages=stats.pages, page_bytes=stats.bytes, files=written.files,
+        pid=pid,
+        comm=processes[0].comm,
+        processes=len(processes),
+        threads=sum(len(p.threads) for p in processes),
+        images=written.images,
+        pages=stats.pages,
+        page_bytes=stats.bytes,
+        files=written.files,
         swapped_pages=sum(p.mm.swapped_pages for p in processes)
-        + sum(shm.swapped_pages for shm in shared.shmem.values()), zero_pages=sum(p.mm.zero_pages for p in processes),
-        seconds=time.monotonic() - started, directory=Path(directory), skipped=tuple(unsupported),
+        + sum(shm.swapped_pages for shm in shared.shmem.values()),
+        zero_pages=sum(p.mm.zero_pages for p in processes),
+        seconds=time.monotonic() - started,
+        directory=Path(directory),
+        skipped=tuple(unsupported),
     )

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from .errors import GuestDataError, SymbolError
-from .kernel.cgroup import task_cgroup_path
-from .kernel.memory import Program
-from .kernel.memory import open_kernel as _open_kernel
-from .kernel.nsproxy import NamespaceInodes, task_namespaces
-from .kernel.pid import (
+from .kernel.core.memory import Program
+from .kernel.core.memory import open_kernel as _open_kernel
+from .kernel.ns.cgroup import task_cgroup_path
+from .kernel.ns.nsproxy import NamespaceInodes, task_namespaces
+from .kernel.task.pid import (
     PROC_PID_INIT_INO,
     pid_ns_at_level,
     pid_ns_inum,
@@ -32,7 +32,7 @@ from .kernel.pid import (
     task_pgid,
     task_sid,
 )
-from .kernel.tasks import (
+from .kernel.task.tasks import (
     for_each_process,
     for_each_thread,
     is_kthread,
@@ -77,9 +77,8 @@ class ProcessInfo:
     problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
 
 
-def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[str]] = (),
-                **kwargs) -> Program:
-    """Identify the guest kernel and its layout; see ovm_offline.kernel.memory.open_kernel."""
+def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[str]] = (), **kwargs) -> Program:
+    """Identify the guest kernel and its layout; see ovm_offline.kernel.core.memory.open_kernel."""
     return _open_kernel(source, symbol_dirs, **kwargs)
 
 

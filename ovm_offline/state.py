@@ -14,8 +14,33 @@ from dataclasses import field
 # --- registers and CPU state -----------------------------------------------------------------
 
 REGISTER_NAMES = (
-    "r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si",
-    "di", "orig_ax", "ip", "cs", "flags", "sp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs",
+    "r15",
+    "r14",
+    "r13",
+    "r12",
+    "bp",
+    "bx",
+    "r11",
+    "r10",
+    "r9",
+    "r8",
+    "ax",
+    "cx",
+    "dx",
+    "si",
+    "di",
+    "orig_ax",
+    "ip",
+    "cs",
+    "flags",
+    "sp",
+    "ss",
+    "fs_base",
+    "gs_base",
+    "ds",
+    "es",
+    "fs",
+    "gs",
 )
 
 
@@ -81,6 +106,7 @@ class TlsEntry:
 
 
 # --- signals, credentials, timers, limits -----------------------------------------------------
+
 
 @dataclasses.dataclass
 class SigAction:
@@ -174,6 +200,7 @@ class ThreadState:
 
 # --- memory ----------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class FileIdentity:
     """What names an open file or mapped file: enough to find it again and to tell two
@@ -200,7 +227,7 @@ class Vma:
     file_flags: int = 0  # O_* of the mapped struct file
     madvise: int = 0  # MADV_* bits CRIU records (1 << MADV_x)
     shared: bool = False
-    shmem: "SharedMemory | None" = None  # the file is on the kernel's internal shmem mount
+    shmem: SharedMemory | None = None  # the file is on the kernel's internal shmem mount
 
 
 @dataclasses.dataclass
@@ -256,6 +283,7 @@ class MmState:
 
 
 # --- files -----------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Owner:
@@ -457,10 +485,11 @@ class CgroupDir:
     path: str
     perms: CgroupPerms
     properties: list[CgroupProperty] = field(default_factory=list)
-    children: list["CgroupDir"] = field(default_factory=list)
+    children: list[CgroupDir] = field(default_factory=list)
 
 
 # --- the process -----------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class NamespaceIds:

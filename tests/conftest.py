@@ -65,10 +65,12 @@ def all_golden(recording):
 
 # --- running the CLI and dumping recordings ------------------------------------------------------
 
+
 def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`ovm-offline ARGS` in a fresh interpreter, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def dump_from(source, pid: int, out):

@@ -69,7 +69,13 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
         expected |= {procs[pid]["nspid"][-1]} if depth else set(tids)
         assert not depth or len(tids) == 1, "multi-threaded workloads in a PID namespace: extend this check"
     assert golden_pids(rec.golden) == expected
-    for name in ("inventory.img", "pstree.img", f"core-{root['nspid'][-1]}.img", f"mm-{root['nspid'][-1]}.img", "files.img"):
+    for name in (
+        "inventory.img",
+        "pstree.img",
+        f"core-{root['nspid'][-1]}.img",
+        f"mm-{root['nspid'][-1]}.img",
+        "files.img",
+    ):
         assert (rec.golden / name).exists(), name
     assert "criu_dump_rc=0" in m["criu"]
 
@@ -92,10 +98,13 @@ def run_corpus(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "corpus", *args], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["record", "--kernel", "5.10", "--workload", "counter"], "unknown kernel '5.10'"),
-    (["record", "--kernel", "6.1", "--workload", "nosuch"], "unknown workload 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["record", "--kernel", "5.10", "--workload", "counter"], "unknown kernel '5.10'"),
+        (["record", "--kernel", "6.1", "--workload", "nosuch"], "unknown workload 'nosuch'"),
+    ],
+)
 def test_unknown_kernel_or_workload_is_a_one_line_error(args, message):
     result = run_corpus(*args)
     assert result.returncode == 2

@@ -17,11 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 mm_pb, files_pb = pb.criu_mm_pb2, pb.criu_files_pb2
 
 
-
-
 needs_golden = pytest.mark.guest  # records the corpus on first use
-
-
 
 
 @pytest.fixture
@@ -57,7 +53,9 @@ def test_changed_register_is_reported(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
     pid = images.ImageDir(src).pids()[0]
-    rewrite(ours, f"core-{pid}.img", lambda es: setattr(es[0].thread_info.gpregs, "ip", es[0].thread_info.gpregs.ip + 2))
+    rewrite(
+        ours, f"core-{pid}.img", lambda es: setattr(es[0].thread_info.gpregs, "ip", es[0].thread_info.gpregs.ip + 2)
+    )
     d = only(diff.diff_dirs(ours, src))
     assert (d.image, d.entry, d.path) == (f"core-{pid}.img", "", "core.thread_info.gpregs.ip")
     assert int(d.ours, 16) == int(d.theirs, 16) + 2

@@ -34,9 +34,7 @@ reg_file = st.builds(
     u32, st.text(max_size=40), u64, u64,
 )  # fmt: skip
 pipe_data = st.binary(max_size=300).flatmap(
-    lambda data: st.builds(
-        lambda pid: (files_pb.pipe_data_entry(pipe_id=pid, bytes=len(data), size=65536), data), u32
-    )
+    lambda data: st.builds(lambda pid: (files_pb.pipe_data_entry(pipe_id=pid, bytes=len(data), size=65536), data), u32)
 )
 sk_queue = st.binary(max_size=200).map(lambda data: (net_pb.sk_packet_entry(id_for=3, length=len(data)), data))
 pagemap_runs = st.lists(

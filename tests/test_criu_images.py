@@ -26,8 +26,6 @@ CRIT = Path("/usr/bin/crit")
 task_pb, mm_pb, files_pb = pb.criu_task_pb2, pb.criu_mm_pb2, pb.criu_files_pb2
 
 
-
-
 needs_golden = pytest.mark.guest  # records the corpus on first use
 needs_crit = pytest.mark.skipif(not CRIT.exists(), reason="crit (Debian package criu) is not installed")
 
@@ -96,7 +94,7 @@ def _around_crit_ipcns_shm_bug(path, ours: dict, theirs: dict) -> dict:
     assert all(e.get("in_pagemaps") for e in ours["entries"])
     raw = path.read_bytes()
     first_end = 8 + 4 + int.from_bytes(raw[8:12], "little")  # magics, then the first entry
-    swallowed = raw[first_end:first_end + ours["entries"][0]["size"]]
+    swallowed = raw[first_end : first_end + ours["entries"][0]["size"]]
     return {**ours, "entries": [{**ours["entries"][0], "extra": base64.b64encode(swallowed).decode() + "\n"}]}
 
 
@@ -129,8 +127,6 @@ def pretty_mismatches(crit, ours, path: str) -> list[str]:
         except ValueError:
             pass
     return [f"{path}: crit {crit!r}, ours {ours!r}"]
-
-
 
 
 @needs_golden
@@ -217,11 +213,13 @@ def test_images_we_write_decode_with_crit(tmp_path):
     }  # fmt: skip
     for name, (kind, entries, payloads) in written.items():
         images.write_image(tmp_path / name, kind, entries, payloads)
-    for name, (kind, entries, payloads) in written.items():
+    for name, (kind, _entries, _payloads) in written.items():
         theirs = crit_decode(tmp_path / name, False)
         assert theirs["magic"] == kind.crit_name
         assert theirs == show.image_to_dict(images.read_image(tmp_path / name), "crit"), name
-    assert crit_decode(tmp_path / "pipes-data.img", False)["entries"][0]["extra"] == base64.encodebytes(b"hello").decode()
+    assert (
+        crit_decode(tmp_path / "pipes-data.img", False)["entries"][0]["extra"] == base64.encodebytes(b"hello").decode()
+    )
     core_json = crit_decode(tmp_path / "core-4242.img", True)["entries"][0]
     assert core_json["thread_info"]["gpregs"]["ip"] == "0x401000" and len(core_json["tc"]["sigactions"]) == 62
 
@@ -287,7 +285,9 @@ def test_raw_pages_and_image_dir(tmp_path):
     ]
     images.write_image(tmp_path / "pagemap-7.img", images.PAGEMAP, [head, *runs])
     images.write_pages(tmp_path / "pages-3.img", [b"a" * 4096, b"b" * 4096 + b"c" * 4096])
-    images.write_image(tmp_path / "pstree.img", images.PSTREE, [task_pb.pstree_entry(pid=7, ppid=0, pgid=7, sid=7, threads=[7])])
+    images.write_image(
+        tmp_path / "pstree.img", images.PSTREE, [task_pb.pstree_entry(pid=7, ppid=0, pgid=7, sid=7, threads=[7])]
+    )
     (tmp_path / "dump.log").write_text("not an image")
     idir = images.ImageDir(tmp_path)
     assert idir.names() == ["pagemap-7.img", "pages-3.img", "pstree.img"]

@@ -21,6 +21,7 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 PYCRIU = Path("/usr/lib/python3/dist-packages/pycriu/images")
 FACTS = Path("/work/shared/facts/criu-images.md")
 
+
 def describe(files) -> dict:
     """What of each field decides its wire format and crit's JSON (names) or restore's
     reading of a missing field (default); runs here and, by source, under pycriu."""
@@ -138,7 +139,9 @@ def test_magics_match_the_facts_table_and_pycriu():
 def _protoc_version() -> str | None:
     if importlib.util.find_spec("grpc_tools") is None:
         return None
-    out = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "--version"], check=False, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", "--version"], check=False, capture_output=True, text=True
+    )
     m = re.search(r"(\d+\.\d+)", out.stdout)
     return m.group(1) if m else None
 
@@ -154,7 +157,11 @@ def test_generated_modules_are_up_to_date():
     if committed.group(1) != have:
         pytest.skip(f"grpcio-tools bundles protoc {have}, the modules were made with {committed.group(1)}")
     res = subprocess.run(
-        [sys.executable, str(ROOT / "proto/generate.py"), "--check"], check=False, capture_output=True, text=True, timeout=300
+        [sys.executable, str(ROOT / "proto/generate.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
 

@@ -18,8 +18,21 @@ from ovm_offline.criu.diff import diff_dirs
 KERNELS = list(kernels.KERNELS)
 # every standard workload: single processes, threads, process trees with pipes, a container, IPC of every
 # kind the corpus has (FIFOs, UNIX sockets, shared and System V memory, eventfd/signalfd/timerfd/epoll)
-WORKLOADS = ["counter", "counter-la57", "memhog-0", "memhog-64", "filemap", "ptyprog", "threads", "pipetree",
-          "container", "ipc", "shmem", "sysvshm", "evfds"]
+WORKLOADS = [
+    "counter",
+    "counter-la57",
+    "memhog-0",
+    "memhog-64",
+    "filemap",
+    "ptyprog",
+    "threads",
+    "pipetree",
+    "container",
+    "ipc",
+    "shmem",
+    "sysvshm",
+    "evfds",
+]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest
 
@@ -119,4 +132,6 @@ def test_container_option_dumps_the_container_tree(recording, dumped, tmp_path):
     result = ovm("dump", str(rec.elf), "--container", container, "-D", str(out))
     assert result.returncode == 0, result.stderr
     assert tree_digest(out) == tree_digest(dumped("6.12", "container"))
-    one_line_error(ovm("dump", str(rec.elf), "--container", "nosuch", "-D", str(tmp_path / "x")), "no container 'nosuch'")
+    one_line_error(
+        ovm("dump", str(rec.elf), "--container", "nosuch", "-D", str(tmp_path / "x")), "no container 'nosuch'"
+    )

@@ -17,14 +17,14 @@ from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.extract.anonfds import attach_anon_fds
 from ovm_offline.extract.files import extract_files
 from ovm_offline.kernel import open_kernel
-from ovm_offline.kernel.anonfds import (
+from ovm_offline.kernel.fs.anonfds import (
     eventpoll_items,
     rb_inorder,
     signalfd_mask,
     timerfd_remaining_ns,
 )
-from ovm_offline.kernel.pid import task_active_pid_ns
-from ovm_offline.kernel.tasks import for_each_process
+from ovm_offline.kernel.task.pid import task_active_pid_ns
+from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FileIdentity, OpenFile
 
@@ -92,8 +92,12 @@ def test_epoll_targets_carry_their_events_and_data_in_kernel_tree_order(recordin
     assert ep.flags == O_RDWR and fdinfo[EP].flags == FD_CLOEXEC
     base = EPOLLIN | EPOLLERR | EPOLLHUP
     assert {t.tfd: (t.events, t.data) for t in ep.tfd} == {
-        EFD: (base, 0x1111), SFD: (base, 0x2222), PIPE_R: (base | EPOLLET, 0x3333),
-        IDLE: (base | EPOLLONESHOT, 0x4444), FIRED: (base, 0x5555)}
+        EFD: (base, 0x1111),
+        SFD: (base, 0x2222),
+        PIPE_R: (base | EPOLLET, 0x3333),
+        IDLE: (base | EPOLLONESHOT, 0x4444),
+        FIRED: (base, 0x5555),
+    }
     assert all(t.id == 0 and t.pos == 0 for t in ep.tfd)
     # the pipe's target names its pipefs inode, the anon files their shared anon inode
     pipe = next(t for t in ep.tfd if t.tfd == PIPE_R)
@@ -130,6 +134,7 @@ def test_extracted_state_of_the_workload(recording, kernel):
 
 
 # --- epoll trees, timerfds and signalfds in fake memory laid out by the real ISFs ---------
+
 
 class FakeKernel(FakeKernelMemory):
     """epoll trees, files and anon-fd contexts in fake memory."""
@@ -278,11 +283,14 @@ def _epoll_process(fake, *, watched_fd: int, open_fd: int, same_file: bool, even
     ep_file = fake.file(int(ep), ino=1038, s_dev=14)
 
     def open_file(key: int, kind: str) -> OpenFile:
-        return OpenFile(key=key, kind=kind, identity=FileIdentity(f"anon_inode:[{kind}]", 14, 1038, 0, 0o600),
-                        flags=O_RDWR, pos=0)
+        return OpenFile(
+            key=key, kind=kind, identity=FileIdentity(f"anon_inode:[{kind}]", 14, 1038, 0, 0o600), flags=O_RDWR, pos=0
+        )
 
-    return [Fd(fd=4, file=open_file(ep_file, "eventpoll"), cloexec=False),
-            Fd(fd=open_fd, file=open_file(target if same_file else other, "eventfd"), cloexec=False)]
+    return [
+        Fd(fd=4, file=open_file(ep_file, "eventpoll"), cloexec=False),
+        Fd(fd=open_fd, file=open_file(target if same_file else other, "eventfd"), cloexec=False),
+    ]
 
 
 def test_an_epoll_target_is_saved_with_its_inode(fake):
@@ -296,8 +304,11 @@ def test_an_epoll_target_is_saved_with_its_inode(fake):
 @pytest.mark.parametrize("open_fd,same_file,why", [(8, True, "not open"), (7, False, "open on another file")])
 def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd, same_file, why):
     fds = _epoll_process(fake, watched_fd=7, open_fd=open_fd, same_file=same_file)
-    _one_line_error(lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
-                    f"PID 42 (x) fd 4: an epoll watching fd 7, which is {why}", UnsupportedError)
+    _one_line_error(
+        lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
+        f"PID 42 (x) fd 4: an epoll watching fd 7, which is {why}",
+        UnsupportedError,
+    )
     unsupported: list[str] = []
     kept = list(fds)
     attach_anon_fds(fake.prog, kept, pid=42, comm="x", unsupported=unsupported)
@@ -306,8 +317,11 @@ def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd
 
 def test_a_semaphore_eventfd_is_refused_and_so_is_an_epoll_watching_it(fake):
     fds = _epoll_process(fake, watched_fd=7, open_fd=7, same_file=True, eventfd_flags=1 | O_NONBLOCK)
-    _one_line_error(lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
-                    "PID 42 (x) fd 7: an eventfd in semaphore mode (EFD_SEMAPHORE)", UnsupportedError)
+    _one_line_error(
+        lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
+        "PID 42 (x) fd 7: an eventfd in semaphore mode (EFD_SEMAPHORE)",
+        UnsupportedError,
+    )
     # left out (--skip-unsupported), it takes the epoll that watches it along
     unsupported: list[str] = []
     kept = list(fds)

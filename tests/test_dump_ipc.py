@@ -13,7 +13,7 @@ from test_dump_tree import POB, FakePipes, _one_line_error
 
 from corpus import kernels
 from ovm_offline.criu import images
-from ovm_offline.kernel.unix import MAX_QUEUED_SKBS, skb_queue, unix_name, unix_receive_queue
+from ovm_offline.kernel.net.unix import MAX_QUEUED_SKBS, skb_queue, unix_name, unix_receive_queue
 
 KERNELS = list(kernels.KERNELS)
 
@@ -24,10 +24,12 @@ NAMED_DGRAMS = [b"named-dgram-one", b"named-dgram-two!"]
 RECORDS = [b"seqpacket-1", b"seqpacket-two"]
 ABSTRACT = [b"abstract-hello"]
 BIG = bytes(ord("a") + (i * 7 + i // 26) % 26 for i in range(12000))  # kept partly in page fragments
-STREAMS = {b"spair: stream bytes the child wrote for the root",
-           b"spair: stream bytes the root wrote for the child, twice as long as needed",
-           b"listener: the client's bytes, waiting in the accepted socket" + BIG,
-           b"listener: the accepted socket's bytes, waiting in the client"}
+STREAMS = {
+    b"spair: stream bytes the child wrote for the root",
+    b"spair: stream bytes the root wrote for the child, twice as long as needed",
+    b"listener: the client's bytes, waiting in the accepted socket" + BIG,
+    b"listener: the accepted socket's bytes, waiting in the client",
+}
 SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET = 1, 2, 5
 TCP_ESTABLISHED, TCP_LISTEN = 1, 10
 
@@ -107,6 +109,7 @@ def test_sockets_connected_outside_the_dump_are_named_and_can_be_left_out(record
 
 
 # --- skb queues in fake memory laid out by the real ISFs ---------------------------------------
+
 
 class FakeSockets(FakePipes):
     def sk_buff_head(self, skbs: list[int], qlen: int | None = None) -> int:
@@ -229,9 +232,13 @@ def test_refusals_name_what_kind_of_file_cannot_be_saved():
     from ovm_offline.state import Fd, FileIdentity, OpenFile
 
     def fd(kind: str, path: str) -> Fd:
-        return Fd(fd=5, file=OpenFile(key=1, kind=kind, identity=FileIdentity(path=path, dev=0, ino=9, size=0,
-                                                                              mode=0o140777), flags=2, pos=0),
-                  cloexec=False)
+        return Fd(
+            fd=5,
+            file=OpenFile(
+                key=1, kind=kind, identity=FileIdentity(path=path, dev=0, ino=9, size=0, mode=0o140777), flags=2, pos=0
+            ),
+            cloexec=False,
+        )
 
     assert unsupported_reason(fd("inet", "socket:[9]")) == "an IPv4/IPv6 socket (socket:[9])"
     assert unsupported_reason(fd("netlink", "socket:[9]")) == "a netlink socket (socket:[9])"

@@ -14,10 +14,10 @@ from test_kernel_common import FAKE_POB, FakeKernelMemory
 from corpus import kernels
 from ovm_offline.criu import build, images
 from ovm_offline.errors import GuestDataError, UnsupportedError
-from ovm_offline.kernel.ipc import IPC_MSG_IDS, IPC_SHM_IDS, ipc_for_each, ipc_ids
-from ovm_offline.kernel.memory import START_KERNEL_MAP
-from ovm_offline.kernel.xarray import xa_for_each
-from ovm_offline.kernel.shmem import shmem_data_pages
+from ovm_offline.kernel.core.memory import START_KERNEL_MAP
+from ovm_offline.kernel.ds.xarray import xa_for_each
+from ovm_offline.kernel.mm.shmem import shmem_data_pages
+from ovm_offline.kernel.ns.ipc import IPC_MSG_IDS, IPC_SHM_IDS, ipc_for_each, ipc_ids
 from ovm_offline.state import PageRun, SharedMemory, Vma
 
 KERNELS = list(kernels.KERNELS)
@@ -74,8 +74,10 @@ def test_sysvshm_saves_the_ipc_namespace_with_both_segments(dumped, kernel):
     var = images.read_image(d / images.IPCNS_VAR.filename(ns_id)).entries[0]
     assert len(var.sem_ctls) == 4 and var.shm_ctlmni > 0
     segs = images.read_image(d / images.IPCNS_SHM.filename(ns_id)).entries
-    assert [(s.desc.key, s.size, s.desc.mode & 0o777, s.in_pagemaps) for s in segs] == \
-        [(0, 5 * PAGE, 0o600, True), (0x4F564D, 2 * PAGE, 0o640, True)]
+    assert [(s.desc.key, s.size, s.desc.mode & 0o777, s.in_pagemaps) for s in segs] == [
+        (0, 5 * PAGE, 0o600, True),
+        (0x4F564D, 2 * PAGE, 0o640, True),
+    ]
     a, b = (s.desc.id for s in segs)
     idir = images.ImageDir(d)
     pages_a = {p.vaddr // PAGE: p.data for p in idir.pages(a, images.SHMEM_PAGEMAP)}
@@ -85,11 +87,13 @@ def test_sysvshm_saves_the_ipc_namespace_with_both_segments(dumped, kernel):
     assert list(pages_b) == [0] and pages_b[0][:64] == _pattern("B", 0)
     for pid in pids:  # both attach A (inherited over fork); B is detached
         sysv = [v for v in _vmas(d, pid) if v.status & build.VMA_AREA_SYSVIPC]
-        assert [(v.shmid, v.status, v.flags) for v in sysv] == \
-            [(a, build.VMA_AREA_REGULAR | build.VMA_ANON_SHARED | build.VMA_AREA_SYSVIPC, 0x21)]
+        assert [(v.shmid, v.status, v.flags) for v in sysv] == [
+            (a, build.VMA_AREA_REGULAR | build.VMA_ANON_SHARED | build.VMA_AREA_SYSVIPC, 0x21)
+        ]
 
 
 # --- the CRIU side without a guest: memfd numbering ---------------------------------------------
+
 
 def _shm(ino: int, size: int, pages: list[PageRun] | None = None) -> SharedMemory:
     return SharedMemory(ino=ino, name=f"/memfd:m{ino}", uid=0, gid=0, size=size, seals=1, pages=pages or [])
@@ -113,8 +117,9 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
     def vma(shm: SharedMemory) -> Vma:
         return Vma(start=0, end=PAGE, pgoff=0, prot=3, flags=1, kind="file", shared=True, shmem=shm, file_flags=2)
 
-    entries = [build.M.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1)
-               for _ in range(3)]
+    entries = [
+        build.M.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1) for _ in range(3)
+    ]
     for e, shm in zip(entries, (a, empty, a)):
         shmem.map(vma(shm), e)
     assert [e.shmid for e in entries] == [1, 2, 1] and all(e.fdflags == 2 for e in entries)
@@ -124,31 +129,55 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
     assert (head.pages_id, run.vaddr, run.nr_pages) == (1, PAGE, 1)
 
 
-
 def test_a_memfd_entry_lands_in_its_own_slot_after_a_postponed_socket(tmp_path):
     """File ids are not indices into files.img: a UNIX socket whose peer is not met yet has
     its id but no entry. A memfd met then must still get its own entry, not another's."""
     from ovm_offline.state import FileIdentity, OpenFile, SocketOptions, UnixSocketState
 
     files = build.FileTable()
-    opts = SocketOptions(sndbuf=1, rcvbuf=1, snd_timeout=(0, 0), rcv_timeout=(0, 0), reuseaddr=False, priority=0,
-                         rcvlowat=1, mark=0, passcred=False, passsec=False, dontroute=False, no_check=False,
-                         reuseport=False, broadcast=False, keepalive=False, oobinline=False, buf_lock=0)
+    opts = SocketOptions(
+        sndbuf=1,
+        rcvbuf=1,
+        snd_timeout=(0, 0),
+        rcv_timeout=(0, 0),
+        reuseaddr=False,
+        priority=0,
+        rcvlowat=1,
+        mark=0,
+        passcred=False,
+        passsec=False,
+        dontroute=False,
+        no_check=False,
+        reuseport=False,
+        broadcast=False,
+        keepalive=False,
+        oobinline=False,
+        buf_lock=0,
+    )
 
     def sock(key: int, ino: int, peer: int) -> OpenFile:
-        return OpenFile(key=key, kind="unix", identity=FileIdentity(path=f"socket:[{ino}]", dev=0, ino=ino, size=0,
-                                                                     mode=0o140777), flags=2, pos=0,
-                        unix=UnixSocketState(ino=ino, type=1, state=1, peer=peer, backlog=0, shutdown=0, name=b"",
-                                             options=opts, net_ns=1))
+        return OpenFile(
+            key=key,
+            kind="unix",
+            identity=FileIdentity(path=f"socket:[{ino}]", dev=0, ino=ino, size=0, mode=0o140777),
+            flags=2,
+            pos=0,
+            unix=UnixSocketState(
+                ino=ino, type=1, state=1, peer=peer, backlog=0, shutdown=0, name=b"", options=opts, net_ns=1
+            ),
+        )
 
     assert files.open_file(sock(1, 100, 101)) == 1  # postponed: its peer comes later
     shmem = build.ShmemImages(tmp_path, files, iter(range(1, 9)).__next__, lambda shm, path: [], build.Written())
     entry = build.M.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1)
-    shmem.map(Vma(start=0, end=PAGE, pgoff=0, prot=3, flags=1, kind="file", shared=True, shmem=_shm(7, 0),
-                  file_flags=2), entry)
+    shmem.map(
+        Vma(start=0, end=PAGE, pgoff=0, prot=3, flags=1, kind="file", shared=True, shmem=_shm(7, 0), file_flags=2),
+        entry,
+    )
     assert entry.shmid == 2
     assert files.open_file(sock(2, 101, 100)) == 3
     assert [(e.type, e.id) for e in files.entries] == [(build.F.MEMFD, 2), (build.F.UNIXSK, 3), (build.F.UNIXSK, 1)]
+
 
 # --- page caches and IPC ids in fake memory laid out by the real ISFs ----------------------------
 
@@ -214,8 +243,12 @@ def test_xarray_walk_gives_entries_in_index_order_with_multi_index_entries(fake)
     big = 0x2000_0000
     root = fake.node(6, {0: leaf, 2: big, 3: (2 << 2) | 2})  # slot 3: sibling of slot 2
     xa = fake.xarray(root)
-    assert list(xa_for_each(fake.prog, xa, 1 << 20)) == [(3, 1, 0x1000_0000), (5, 1, 0x41), (128, 64, big),
-                                                         (192, 64, big)]
+    assert list(xa_for_each(fake.prog, xa, 1 << 20)) == [
+        (3, 1, 0x1000_0000),
+        (5, 1, 0x41),
+        (128, 64, big),
+        (192, 64, big),
+    ]
     assert list(xa_for_each(fake.prog, xa, 150)) == [(3, 1, 0x1000_0000), (5, 1, 0x41), (128, 64, big)]
     assert list(xa_for_each(fake.prog, fake.xarray(0x1000_0000), 10)) == [(0, 1, 0x1000_0000)]
     assert list(xa_for_each(fake.prog, fake.xarray(0), 10)) == []
@@ -238,8 +271,16 @@ def test_hostile_xarrays_are_one_line_errors(fake):
 
 
 def test_shmem_data_pages_are_the_uptodate_cached_pages(fake):
-    leaf = fake.node(0, {0: fake.page(0x100, 0), 1: fake.page(0x101, 1, uptodate=False), 2: (77 << 1) | 1,
-                         3: fake.page(0x200, 3), 9: fake.page(0x300, 9)})
+    leaf = fake.node(
+        0,
+        {
+            0: fake.page(0x100, 0),
+            1: fake.page(0x101, 1, uptodate=False),
+            2: (77 << 1) | 1,
+            3: fake.page(0x200, 3),
+            9: fake.page(0x300, 9),
+        },
+    )
     data = shmem_data_pages(fake.prog, fake.mapping(leaf), 8)  # index 9 is beyond the file
     assert data.pages == [(0, 0x100), (3, 0x200)] and data.swapped == 1
 

@@ -5,15 +5,14 @@ walk must survive hostile rings with one-line errors."""
 
 from __future__ import annotations
 
-
 import pytest
 from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import images
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.memory import START_KERNEL_MAP
-from ovm_offline.kernel.pipe import (
+from ovm_offline.kernel.core.memory import START_KERNEL_MAP
+from ovm_offline.kernel.fs.pipe import (
     MAX_RING_SIZE,
     pipe_buffers,
     pipe_read_data,
@@ -75,8 +74,16 @@ class FakePipes(FakeKernelMemory):
         self.src.write(phys + offset, data)
         return VMEMMAP + (phys // 4096) * self.page_size
 
-    def pipe(self, *, head: int, tail: int, ring_size: int = 16, max_usage: int | None = None,
-             bufs: dict[int, tuple[int, int, int]] | None = None, bufs_addr: int | None = None) -> object:
+    def pipe(
+        self,
+        *,
+        head: int,
+        tail: int,
+        ring_size: int = 16,
+        max_usage: int | None = None,
+        bufs: dict[int, tuple[int, int, int]] | None = None,
+        bufs_addr: int | None = None,
+    ) -> object:
         """A pipe whose ring slot i holds bufs[i] = (page, offset, len)."""
         pipe = self.alloc(self.symbols.struct_type("pipe_inode_info").size)
         if bufs_addr is None:
@@ -86,8 +93,13 @@ class FakePipes(FakeKernelMemory):
             self.set(b, "pipe_buffer", "page", page)
             self.set(b, "pipe_buffer", "offset", offset)
             self.set(b, "pipe_buffer", "len", length)
-        for name, value in (("head", head), ("tail", tail), ("ring_size", ring_size),
-                            ("max_usage", ring_size if max_usage is None else max_usage), ("bufs", bufs_addr)):
+        for name, value in (
+            ("head", head),
+            ("tail", tail),
+            ("ring_size", ring_size),
+            ("max_usage", ring_size if max_usage is None else max_usage),
+            ("bufs", bufs_addr),
+        ):
             self.set(pipe, "pipe_inode_info", name, value)
         return self.prog.pointer("pipe_inode_info", pipe)
 
@@ -100,11 +112,15 @@ def fake(request):
 def test_ring_gives_the_buffered_bytes_in_read_order_across_the_wrap(fake):
     # head and tail run free and wrap at 2^32: slots 15, 0, 1 are occupied
     tail = 2**32 - 1
-    pipe = fake.pipe(head=(tail + 3) % 2**32, tail=tail, bufs={
-        15: (fake.data_page(b"first-", 100), 100, 6),
-        0: (fake.data_page(b"second-"), 0, 7),
-        1: (fake.data_page(b"xxthird", 0), 2, 5),
-    })
+    pipe = fake.pipe(
+        head=(tail + 3) % 2**32,
+        tail=tail,
+        bufs={
+            15: (fake.data_page(b"first-", 100), 100, 6),
+            0: (fake.data_page(b"second-"), 0, 7),
+            1: (fake.data_page(b"xxthird", 0), 2, 5),
+        },
+    )
     assert pipe_read_data(fake.prog, pipe) == b"first-second-third"
     assert [b.slot for b in pipe_buffers(fake.prog, pipe)] == [15, 0, 1]
     assert pipe_size(pipe) == 16 * 4096
@@ -168,14 +184,14 @@ def test_unmapped_bufs_array_is_a_one_line_error(fake):
 
 # --- refusals and CRIU's cgroup layout, without a guest -------------------------------------
 
+
 def test_packet_mode_pipes_are_refused_like_criu_does():
     from ovm_offline.errors import UnsupportedError
     from ovm_offline.extract.pipes import attach_pipes
-    from ovm_offline.kernel.fdtable import O_DIRECT
+    from ovm_offline.kernel.fs.fdtable import O_DIRECT
     from ovm_offline.state import Fd, FileIdentity, OpenFile
 
-    f = OpenFile(key=0x1000, kind="pipe", identity=FileIdentity("pipe:[77]", 0, 77, 0, 0o10600), flags=O_DIRECT,
-                 pos=0)
+    f = OpenFile(key=0x1000, kind="pipe", identity=FileIdentity("pipe:[77]", 0, 77, 0, 0o10600), flags=O_DIRECT, pos=0)
     with pytest.raises(UnsupportedError, match=r"fd 5 is a packet-mode \(O_DIRECT\) pipe"):
         attach_pipes(None, [Fd(fd=5, file=f, cloexec=False)], pid=42, comm="x", cache={})
 
@@ -183,8 +199,12 @@ def test_packet_mode_pipes_are_refused_like_criu_does():
 def _cg(path: str, *children):
     from ovm_offline.state import CgroupDir, CgroupPerms, CgroupProperty
 
-    return CgroupDir(path=path, perms=CgroupPerms(0o40755, 0, 0), children=list(children),
-                     properties=[CgroupProperty("cgroup.procs", "", CgroupPerms(0o100644, 0, 0))])
+    return CgroupDir(
+        path=path,
+        perms=CgroupPerms(0o40755, 0, 0),
+        children=list(children),
+        properties=[CgroupProperty("cgroup.procs", "", CgroupPerms(0o100644, 0, 0))],
+    )
 
 
 def _cg_image(paths: list[str], dirs: dict):

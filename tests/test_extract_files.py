@@ -19,10 +19,10 @@ import pytest
 
 from ovm_offline.extract.files import extract_files, extract_fs
 from ovm_offline.kernel import open_kernel
-from ovm_offline.kernel.dcache import new_encode_dev
-from ovm_offline.kernel.fdtable import O_CLOEXEC
-from ovm_offline.kernel.pid import task_active_pid_ns
-from ovm_offline.kernel.tasks import for_each_process
+from ovm_offline.kernel.fs.dcache import new_encode_dev
+from ovm_offline.kernel.fs.fdtable import O_CLOEXEC
+from ovm_offline.kernel.task.pid import task_active_pid_ns
+from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, OpenFile, Owner
 
@@ -67,8 +67,7 @@ class Golden:
         return e[e["type"].lower()]
 
 
-@pytest.fixture(scope="module", params=[(k, w) for k in KERNELS for w in WORKLOADS],
-                ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", params=[(k, w) for k in KERNELS for w in WORKLOADS], ids=lambda p: f"{p[0]}-{p[1]}")
 def rec(request, recording):
     return recording(*request.param)
 
@@ -220,7 +219,10 @@ def test_ttys_match_golden_tty_info(rec, extracted):
             assert (g["locked"], g["exclusive"], g["packet_mode"]) == (t.locked, t.exclusive, t.packet_mode), where
             w = g["winsize"]
             assert (w["ws_row"], w["ws_col"], w["ws_xpixel"], w["ws_ypixel"]) == t.winsize, where
-            for gt, values, cc in ((g["termios"], t.termios, t.cc), (g["termios_locked"], t.termios_locked, t.cc_locked)):
+            for gt, values, cc in (
+                (g["termios"], t.termios, t.cc),
+                (g["termios_locked"], t.termios_locked, t.cc_locked),
+            ):
                 # c_ispeed/c_ospeed: CRIU's TCGETS fills glibc's struct termios, whose speed
                 # fields the kernel does not write: they stay 0 in the image.
                 assert [gt["c_iflag"], gt["c_oflag"], gt["c_cflag"], gt["c_lflag"], gt["c_line"]] == values[:5], where
@@ -257,7 +259,7 @@ class PatchedSource:
         for at, new in self._patches.items():
             lo, hi = max(at, paddr), min(at + len(new), paddr + length)
             if lo < hi:
-                data[lo - paddr:hi - paddr] = new[lo - at:hi - at]
+                data[lo - paddr : hi - paddr] = new[lo - at : hi - at]
         return bytes(data)
 
     def __getattr__(self, name):
@@ -265,10 +267,13 @@ class PatchedSource:
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("member,value,words", [
-    ("max_fds", (0xFFFF_FFC0).to_bytes(4, "little"), ["max_fds 4294967232"]),
-    ("fd", (0xFFFF_8000_DEAD_0000).to_bytes(8, "little"), ["fd array at 0xffff8000dead0000", "unreadable"]),
-])
+@pytest.mark.parametrize(
+    "member,value,words",
+    [
+        ("max_fds", (0xFFFF_FFC0).to_bytes(4, "little"), ["max_fds 4294967232"]),
+        ("fd", (0xFFFF_8000_DEAD_0000).to_bytes(8, "little"), ["fd array at 0xffff8000dead0000", "unreadable"]),
+    ],
+)
 def test_hostile_fdtable_in_real_dump(recording, kernel, member, value, words):
     """A real counter dump whose fdtable is overwritten: one line, no traceback, no huge read."""
     from ovm_offline.errors import GuestDataError

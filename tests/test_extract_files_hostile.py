@@ -15,7 +15,10 @@ from ovm_offline.extract.files import (
     extract_files,
     file_owner_state,
 )
-from ovm_offline.kernel.fdtable import (
+from ovm_offline.kernel.core.ktypes import IntType, PointerType
+from ovm_offline.kernel.core.memory import START_KERNEL_MAP, Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.fs.fdtable import (
     PIPEFS_MAGIC,
     S_IFCHR,
     S_IFIFO,
@@ -27,11 +30,8 @@ from ovm_offline.kernel.fdtable import (
     for_each_file,
     max_fds_limit,
 )
-from ovm_offline.kernel.fs import fs_umask
-from ovm_offline.kernel.ktypes import IntType, PointerType
-from ovm_offline.kernel.memory import START_KERNEL_MAP, Program
-from ovm_offline.kernel.symbols import load_isf
-from ovm_offline.kernel.tty import file_tty
+from ovm_offline.kernel.fs.fs_struct import fs_umask
+from ovm_offline.kernel.fs.tty import file_tty
 from ovm_offline.state import Owner
 
 POB = 0xFFFF_8880_0000_0000
@@ -47,8 +47,15 @@ class Fake:
         self.kernel = kernel
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=POB,
+        )
         self.next = HEAP
         self.write_symbol_u32("sysctl_nr_open", NR_OPEN)
 
@@ -90,8 +97,14 @@ class Fake:
             self.set(f, "file", "f_op", self.symbols.symbol_address(fops))
         return f
 
-    def files(self, max_fds: int, fds: dict[int, int], cloexec: set[int] = frozenset(),
-              array: int | None = None, open_fds: int | None = None) -> int:
+    def files(
+        self,
+        max_fds: int,
+        fds: dict[int, int],
+        cloexec: set[int] = frozenset(),
+        array: int | None = None,
+        open_fds: int | None = None,
+    ) -> int:
         """A files_struct whose fdtable has `max_fds` slots holding `fds` (fd -> file)."""
         files = self.alloc("files_struct")
         fdt = self.alloc("fdtable")
@@ -103,7 +116,9 @@ class Fake:
         if open_fds is None:
             open_fds = self.alloc(None, nbytes)
             for fd in fds:
-                self.src.write(open_fds - POB + fd // 8, bytes([self.src.read(open_fds - POB + fd // 8, 1)[0] | 1 << fd % 8]))
+                self.src.write(
+                    open_fds - POB + fd // 8, bytes([self.src.read(open_fds - POB + fd // 8, 1)[0] | 1 << fd % 8])
+                )
         coe = self.alloc(None, nbytes)
         for fd in cloexec:
             self.src.write(coe - POB + fd // 8, bytes([self.src.read(coe - POB + fd // 8, 1)[0] | 1 << fd % 8]))
@@ -129,8 +144,10 @@ class Fake:
     def pid(self, nr: int, ns: int) -> int:
         p = self.alloc("pid", 64)
         self.set(p, "pid", "level", 0)
-        self.src.write(p - POB + self.prog.member_offset("pid", "numbers"),
-                       nr.to_bytes(4, "little") + bytes(4) + ns.to_bytes(8, "little"))
+        self.src.write(
+            p - POB + self.prog.member_offset("pid", "numbers"),
+            nr.to_bytes(4, "little") + bytes(4) + ns.to_bytes(8, "little"),
+        )
         return p
 
 
@@ -257,8 +274,9 @@ def test_absurd_max_fds(fake, max_fds):
 def test_bogus_fd_array(fake):
     reg = fake.file(fake.inode(S_IFREG))
     files = fake.files(64, {1: reg}, array=BOGUS)
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None), "fd array", f"0x{BOGUS:x}",
-                    "unreadable")
+    raises_one_line(
+        lambda: extract_files(fake.prog, task_of(fake, files), None), "fd array", f"0x{BOGUS:x}", "unreadable"
+    )
 
 
 def test_null_fd_array(fake):
@@ -278,8 +296,9 @@ def test_null_fdtable(fake):
 
 def test_bogus_file_pointer(fake):
     files = fake.files(64, {2: BOGUS})
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files, pid=31337), None), "pid 31337",
-                    f"0x{BOGUS:x}")
+    raises_one_line(
+        lambda: extract_files(fake.prog, task_of(fake, files, pid=31337), None), "pid 31337", f"0x{BOGUS:x}"
+    )
 
 
 def test_file_without_inode(fake):
@@ -307,11 +326,9 @@ def test_absurd_umask(fake):
     raises_one_line(lambda: fs_umask(fake.prog.pointer("fs_struct", fs)), "umask")
 
 
-
 def test_cloexec_set_across_a_big_table(fake):
     reg = fake.file(fake.inode(S_IFREG))
-    files = fake.files(NR_OPEN, {n: reg for n in (0, 63, 64, 4095, 4096, NR_OPEN - 1)},
-                       cloexec={63, 4096, NR_OPEN - 1})
+    files = fake.files(NR_OPEN, {n: reg for n in (0, 63, 64, 4095, 4096, NR_OPEN - 1)}, cloexec={63, 4096, NR_OPEN - 1})
     f = fake.prog.pointer("files_struct", files)
     coe = cloexec_fds(files_fdtable(f))
     assert coe == {63, 4096, NR_OPEN - 1}

@@ -23,7 +23,7 @@ from ovm_offline.criu.build import vma_status as criu_vma_status
 from ovm_offline.extract.mm import MmBusyError, extract_mm
 from ovm_offline.extract.pages import PAGE_SIZE, PagesStats, write_pages
 from ovm_offline.kernel import open_kernel
-from ovm_offline.kernel.tasks import find_task
+from ovm_offline.kernel.task.tasks import find_task
 from ovm_offline.sources import open_source
 from ovm_offline.state import MmState, Vma
 
@@ -35,8 +35,19 @@ pytestmark = [
 KERNELS = ["6.1", "6.12"]
 WORKLOADS = ["counter", "memhog-0", "memhog-64", "filemap", "threads", "pipetree", "ptyprog", "container"]
 FORMATS = ["elf", "kdump-zlib"]
-MM_FIELDS = ["start_code", "end_code", "start_data", "end_data", "start_stack", "start_brk", "brk",
-             "arg_start", "arg_end", "env_start", "env_end"]
+MM_FIELDS = [
+    "start_code",
+    "end_code",
+    "start_data",
+    "end_data",
+    "start_stack",
+    "start_brk",
+    "brk",
+    "arg_start",
+    "arg_end",
+    "env_start",
+    "env_end",
+]
 CHUNK = 1 << 20
 
 
@@ -53,8 +64,7 @@ def ns_pid(manifest: dict, pid: int) -> int:
     return int(manifest["member_details"][str(pid)]["status"]["NSpid"].split()[-1])
 
 
-@pytest.fixture(scope="module", params=[(k, w) for k in KERNELS for w in WORKLOADS],
-                ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", params=[(k, w) for k in KERNELS for w in WORKLOADS], ids=lambda p: f"{p[0]}-{p[1]}")
 def rec(request, recording):
     return recording(*request.param)
 
@@ -95,13 +105,20 @@ def golden_files(rec) -> dict[int, dict]:
 
 
 def vma_key(v: Vma) -> tuple:
-    return (v.start, v.end, v.pgoff, v.prot, v.flags, criu_vma_status(v), v.madvise,
-            v.file_flags if v.kind == "file" else None)
+    return (
+        v.start,
+        v.end,
+        v.pgoff,
+        v.prot,
+        v.flags,
+        criu_vma_status(v),
+        v.madvise,
+        v.file_flags if v.kind == "file" else None,
+    )
 
 
 def golden_vma_key(g: dict) -> tuple:
-    return (g["start"], g["end"], g["pgoff"], g["prot"], g["flags"], g["status"], g.get("madv", 0),
-            g.get("fdflags"))
+    return (g["start"], g["end"], g["pgoff"], g["prot"], g["flags"], g["status"], g.get("madv", 0), g.get("fdflags"))
 
 
 def test_vmas_equal_golden(rec, ext):
@@ -143,8 +160,7 @@ def maps_line(v: Vma) -> dict:
         ino = v.file.ino
     else:
         path, dev, ino = names.get(v.kind, ""), "00:00", 0
-    return {"start": v.start, "end": v.end, "perms": perms, "offset": v.pgoff, "dev": dev, "inode": ino,
-            "path": path}
+    return {"start": v.start, "end": v.end, "perms": perms, "offset": v.pgoff, "dev": dev, "inode": ino, "path": path}
 
 
 def test_vmas_equal_proc_maps(rec, ext):
@@ -161,8 +177,9 @@ def test_pagemap_and_pages_equal_golden(rec, ext, tmp_path):
         stats = PagesStats()
         with out.open("wb") as f:
             ours = write_pages(ext.source, mm, f, stats)
-        assert [(e.vaddr, e.nr_pages, e.flags) for e in ours] == \
-            [(e["vaddr"], e["nr_pages"], e["flags"]) for e in entries], f"pid {pid}"
+        assert [(e.vaddr, e.nr_pages, e.flags) for e in ours] == [
+            (e["vaddr"], e["nr_pages"], e["flags"]) for e in entries
+        ], f"pid {pid}"
         assert stats.bytes == out.stat().st_size == sum(r.length for r in mm.pages)
         assert stats.copies <= len(mm.pages)  # bulk copies, never page by page
         compare_pages(rec, pid, ours, out, rec.golden / f"pages-{head['pages_id']}.img")
@@ -211,7 +228,7 @@ def compare_pages(rec, pid: int, entries, ours: Path, golden: Path) -> None:
                 for off in masks.get(base + pg, ()):
                     for rel, n in RSEQ_VOLATILE:
                         o = pg * PAGE_SIZE + off + rel
-                        x[o:o + n] = y[o:o + n] = bytes(n)
+                        x[o : o + n] = y[o : o + n] = bytes(n)
             if x != y:
                 for pg in range(len(x) // PAGE_SIZE):
                     s = slice(pg * PAGE_SIZE, (pg + 1) * PAGE_SIZE)

@@ -1,4 +1,4 @@
-"""d_path (ovm_offline.kernel.dcache) on dentries and mounts built in fake memory with the
+"""d_path (ovm_offline.kernel.fs.dcache) on dentries and mounts built in fake memory with the
 real 6.1 and 6.12 layouts: names across mounts, unlinked files, pseudo files named by
 d_op->d_dname, and hostile chains (loops, absurd names) as one-line GuestDataErrors.
 Real paths are checked against golden images in test_extract_mm.py (mapped files)."""
@@ -9,15 +9,15 @@ import pytest
 from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.dcache import (
+from ovm_offline.kernel.core.memory import Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.fs.dcache import (
     d_path,
     d_path_info,
     dentry_path,
     file_identity,
     file_path,
 )
-from ovm_offline.kernel.memory import Program
-from ovm_offline.kernel.symbols import load_isf
 
 POB = 0xFFFF_8880_0000_0000
 
@@ -26,8 +26,15 @@ class FakeFs:
     def __init__(self, kernel: str) -> None:
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 30)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=POB,
+        )
         self.next = 0x10_0000
 
     def alloc(self, type_name: str) -> int:
@@ -125,8 +132,14 @@ def test_file_identity(kernel):
     f = fs.prog.pointer("file", fs.file(m1, x, inode))
     assert file_path(f) == "/run/ovm/data/x.txt"
     ident = file_identity(f)
-    assert (ident.path, ident.ino, ident.size, ident.mode, ident.dev, ident.deleted) == \
-        ("/run/ovm/data/x.txt", 42, 10000, 0o100640, 0x16, False)
+    assert (ident.path, ident.ino, ident.size, ident.mode, ident.dev, ident.deleted) == (
+        "/run/ovm/data/x.txt",
+        42,
+        10000,
+        0o100640,
+        0x16,
+        False,
+    )
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])

@@ -1,4 +1,4 @@
-"""The maple tree decoder (ovm_offline.kernel.maple) on trees built in fake memory with the
+"""The maple tree decoder (ovm_offline.kernel.ds.maple) on trees built in fake memory with the
 real 6.1 and 6.12 layouts: random trees decode to exactly the ranges put in, lookups agree,
 and hostile trees (cycles, bad pivots, bad node types, too many nodes) are one-line
 GuestDataErrors, never hangs."""
@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.maple import (
+from ovm_offline.kernel.core.memory import Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.ds.maple import (
     MAPLE_ARANGE_64,
     MAPLE_LEAF_64,
     MAPLE_RANGE_64,
@@ -22,8 +24,6 @@ from ovm_offline.kernel.maple import (
     mt_for_each,
     mtree_load,
 )
-from ovm_offline.kernel.memory import Program
-from ovm_offline.kernel.symbols import load_isf
 
 POB = 0xFFFF_8880_0000_0000
 NODE_BASE = 0x10_0000  # physical; node i at NODE_BASE + 256 * i
@@ -38,8 +38,15 @@ class FakeTree:
     def __init__(self, kernel: str) -> None:
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=POB,
+        )
         self.nodes = 0
         self.tree = POB + 0x1000  # the struct maple_tree
 
@@ -94,7 +101,7 @@ class FakeTree:
         i = 0
         while i < len(slots):
             n = min(take(16), len(slots) - i)
-            chunk = slots[i:i + n]
+            chunk = slots[i : i + n]
             hi = chunk[-1][0]
             enode = self.write_node(MAPLE_LEAF_64, [e for _l, e in chunk], [last for last, _e in chunk[:-1]], hi)
             level.append((enode, lo, hi))
@@ -109,7 +116,7 @@ class FakeTree:
                 n = min(take(fan), len(level) - i)
                 if n == 1 and len(level) - i > 1:
                     n = 2  # a parent with one child is legal, but keep trees shallow
-                chunk = level[i:i + n]
+                chunk = level[i : i + n]
                 hi = chunk[-1][2]
                 enode = self.write_node(itype, [c[0] for c in chunk], [c[2] for c in chunk[:-1]], hi)
                 up.append((enode, chunk[0][1], hi))
@@ -150,8 +157,11 @@ def range_lists(draw) -> list[tuple[int, int, int]]:
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 @pytest.mark.parametrize("alloc", [True, False], ids=["arange64", "range64"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ranges=range_lists(), group=st.lists(st.integers(1, 16), min_size=1, max_size=8),
-       probes=st.lists(st.integers(0, 1 << 40), max_size=20))
+@given(
+    ranges=range_lists(),
+    group=st.lists(st.integers(1, 16), min_size=1, max_size=8),
+    probes=st.lists(st.integers(0, 1 << 40), max_size=20),
+)
 def test_random_trees_decode_to_their_ranges(kernel, alloc, ranges, group, probes):
     t = FakeTree(kernel)
     t.build(ranges_to_slots(ranges), group, alloc)

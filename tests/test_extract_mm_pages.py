@@ -37,11 +37,23 @@ def test_memhog_like_layout_splits_where_criu_does():
     """As in the golden memhog-64 pagemap: text/data pages (not lazy), then the heap and
     the big anonymous mapping share lazy pipes of 1024 pages: 4 + 15 + 15 + 990."""
     H, M = 0x5600_0000_0000, 0x7F00_0000_0000
-    runs = [run(0x5500_0000_1000, 1, False), run(0x5500_0000_3000, 2, False), run(H, 4, True),
-            run(M, 15, True), run(M + 16 * P, 15, True), run(M + 32 * P, 3000, True)]
+    runs = [
+        run(0x5500_0000_1000, 1, False),
+        run(0x5500_0000_3000, 2, False),
+        run(H, 4, True),
+        run(M, 15, True),
+        run(M + 16 * P, 15, True),
+        run(M + 32 * P, 3000, True),
+    ]
     assert entries(runs) == [
-        (0x5500_0000_1000, 1, N), (0x5500_0000_3000, 2, N), (H, 4, L), (M, 15, L), (M + 16 * P, 15, L),
-        (M + 32 * P, 990, L), (M + 1022 * P, 1024, L), (M + 2046 * P, 986, L),
+        (0x5500_0000_1000, 1, N),
+        (0x5500_0000_3000, 2, N),
+        (H, 4, L),
+        (M, 15, L),
+        (M + 16 * P, 15, L),
+        (M + 32 * P, 990, L),
+        (M + 1022 * P, 1024, L),
+        (M + 2046 * P, 986, L),
     ]
 
 
@@ -94,8 +106,11 @@ def test_write_pages_copies_physical_stretches_in_bulk():
     for i in range(64):
         src.write(0x10_0000 + i * P, bytes([i]) * P)
     # Virtually discontiguous but physically adjacent runs merge into one copy.
-    runs = [PageRun(0x1000_0000, 0x10_0000, 8 * P, True), PageRun(0x2000_0000, 0x10_0000 + 8 * P, 8 * P, True),
-            PageRun(0x3000_0000, 0x10_0000 + 32 * P, 4 * P, False)]
+    runs = [
+        PageRun(0x1000_0000, 0x10_0000, 8 * P, True),
+        PageRun(0x2000_0000, 0x10_0000 + 8 * P, 8 * P, True),
+        PageRun(0x3000_0000, 0x10_0000 + 32 * P, 4 * P, False),
+    ]
     mm = MmState(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, [], None, [], 1, False, runs)
     out = io.BytesIO()
     stats = PagesStats()
@@ -103,6 +118,9 @@ def test_write_pages_copies_physical_stretches_in_bulk():
     assert src.copies == [(0x10_0000, 16 * P), (0x10_0000 + 32 * P, 4 * P)]
     data = out.getvalue()
     assert data == b"".join(bytes([i]) * P for i in list(range(16)) + list(range(32, 36)))
-    assert [(e.vaddr, e.nr_pages, e.flags) for e in ents] == \
-        [(0x1000_0000, 8, L), (0x2000_0000, 8, L), (0x3000_0000, 4, N)]
+    assert [(e.vaddr, e.nr_pages, e.flags) for e in ents] == [
+        (0x1000_0000, 8, L),
+        (0x2000_0000, 8, L),
+        (0x3000_0000, 4, N),
+    ]
     assert (stats.pages, stats.bytes, stats.copies, stats.entries, stats.lazy_pages) == (20, 20 * P, 2, 3, 16)

@@ -24,9 +24,9 @@ from ovm_offline.extract.mm import (
     vm_prot,
     vsyscall_vma,
 )
-from ovm_offline.kernel import mm as kmm
-from ovm_offline.kernel.memory import START_KERNEL_MAP, Program
-from ovm_offline.kernel.symbols import load_isf
+from ovm_offline.kernel.core.memory import START_KERNEL_MAP, Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.mm import mmap as kmm
 from ovm_offline.state import Vma
 
 POB = 0xFFFF_8880_0000_0000
@@ -35,21 +35,39 @@ POB = 0xFFFF_8880_0000_0000
 def test_vm_flags_to_criu_fields():
     assert vm_prot(kmm.VM_READ | kmm.VM_EXEC | kmm.VM_MAYWRITE) == 0x5
     f = kmm.VM_GROWSDOWN | kmm.VM_LOCKED | kmm.VM_NORESERVE | kmm.VM_HUGETLB
-    assert vm_map_flags(f, anonymous=True) == MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN | MAP_LOCKED | \
-        MAP_NORESERVE | MAP_HUGETLB
+    assert (
+        vm_map_flags(f, anonymous=True)
+        == MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN | MAP_LOCKED | MAP_NORESERVE | MAP_HUGETLB
+    )
     assert vm_map_flags(kmm.VM_SHARED | kmm.VM_MAYSHARE, anonymous=False) == MAP_SHARED
     # A read-only MAP_SHARED file mapping has VM_MAYSHARE without VM_SHARED: still "s".
     assert vm_map_flags(kmm.VM_MAYSHARE, anonymous=False) == MAP_SHARED
-    madv = vm_madvise(kmm.VM_SEQ_READ | kmm.VM_RAND_READ | kmm.VM_DONTCOPY | kmm.VM_DONTDUMP |
-                      kmm.VM_MERGEABLE | kmm.VM_HUGEPAGE | kmm.VM_NOHUGEPAGE | kmm.VM_WIPEONFORK)
+    madv = vm_madvise(
+        kmm.VM_SEQ_READ
+        | kmm.VM_RAND_READ
+        | kmm.VM_DONTCOPY
+        | kmm.VM_DONTDUMP
+        | kmm.VM_MERGEABLE
+        | kmm.VM_HUGEPAGE
+        | kmm.VM_NOHUGEPAGE
+        | kmm.VM_WIPEONFORK
+    )
     assert madv == (1 << 2) | (1 << 1) | (1 << 10) | (1 << 16) | (1 << 12) | (1 << 14) | (1 << 15)
 
 
-@pytest.mark.parametrize("kind,shared,file,status", [
-    ("anon", False, False, 0x201), ("stack", False, False, 0x201), ("heap", False, False, 0x221),
-    ("file", False, True, 0x41), ("file", True, True, 0x81), ("vdso", False, False, 0x209),
-    ("vvar", False, False, 0x1201), ("vsyscall", False, False, 0x204),
-])
+@pytest.mark.parametrize(
+    "kind,shared,file,status",
+    [
+        ("anon", False, False, 0x201),
+        ("stack", False, False, 0x201),
+        ("heap", False, False, 0x221),
+        ("file", False, True, 0x41),
+        ("file", True, True, 0x81),
+        ("vdso", False, False, 0x209),
+        ("vvar", False, False, 0x1201),
+        ("vsyscall", False, False, 0x204),
+    ],
+)
 def test_statuses(kind, shared, file, status):
     flags = (MAP_SHARED if shared else MAP_PRIVATE) | (0 if file else MAP_ANONYMOUS)
     assert criu_vma_status(Vma(0, 4096, 0, 1, flags, kind, shared=shared)) == status
@@ -71,8 +89,15 @@ class FakeKernel:
     def __init__(self, kernel: str) -> None:
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=POB,
+        )
 
     def sym_phys(self, name: str) -> int:
         return self.symbols.symbol_address(name) - START_KERNEL_MAP
@@ -83,8 +108,9 @@ class FakeKernel:
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
-@pytest.mark.parametrize("mode,flags,want", [(0, 0x5, 0x5), (1, 0x4, 0x4), (2, 0x5, None)],
-                         ids=["emulate", "xonly", "none"])
+@pytest.mark.parametrize(
+    "mode,flags,want", [(0, 0x5, 0x5), (1, 0x4, 0x4), (2, 0x5, None)], ids=["emulate", "xonly", "none"]
+)
 def test_vsyscall_entry_follows_vsyscall_mode(kernel, mode, flags, want):
     k = FakeKernel(kernel)
     k.src.write(k.sym_phys("vsyscall_mode"), mode.to_bytes(4, "little"))
@@ -101,8 +127,13 @@ def test_vsyscall_entry_follows_vsyscall_mode(kernel, mode, flags, want):
         assert v is None
         return
     assert v is not None
-    assert (v.start, v.end, v.prot, v.flags, v.kind) == (kmm.VSYSCALL_ADDR, kmm.VSYSCALL_ADDR + 4096, want,
-                                                         MAP_PRIVATE | MAP_ANONYMOUS, "vsyscall")
+    assert (v.start, v.end, v.prot, v.flags, v.kind) == (
+        kmm.VSYSCALL_ADDR,
+        kmm.VSYSCALL_ADDR + 4096,
+        want,
+        MAP_PRIVATE | MAP_ANONYMOUS,
+        "vsyscall",
+    )
     assert criu_vma_status(v) == 0x204
     # A 32-bit task's mm has no vsyscall page.
     k.set_field(mm_phys, "mm_struct", "context.flags", 0, ctx_flags)

@@ -27,8 +27,8 @@ from ovm_offline.extract.task import (
     extract_task_common,
 )
 from ovm_offline.kernel import open_kernel
-from ovm_offline.kernel.pid import task_active_pid_ns
-from ovm_offline.kernel.tasks import find_task
+from ovm_offline.kernel.task.pid import task_active_pid_ns
+from ovm_offline.kernel.task.tasks import find_task
 from ovm_offline.sources import open_source
 from ovm_offline.state import ThreadState
 
@@ -56,8 +56,9 @@ TASK_STATE = {"alive": 1, "dead": 2, "stopped": 3, "zombie": 6}
 
 def _crit_decode(path: Path) -> dict[str, Any]:
     # Debian's crit runs under the system python, the only one with pycriu
-    out = subprocess.run(["/usr/bin/python3", "/usr/bin/crit", "decode", "-i", str(path)],
-                         capture_output=True, check=True, timeout=120)
+    out = subprocess.run(
+        ["/usr/bin/python3", "/usr/bin/crit", "decode", "-i", str(path)], capture_output=True, check=True, timeout=120
+    )
     return json.loads(out.stdout)
 
 
@@ -78,8 +79,15 @@ def _fpregs(t: ThreadState) -> dict[str, Any]:
     fx = t.fpu.fxsave
     cwd, swd, twd, fop, rip, rdp, mxcsr, mxcsr_mask = struct.unpack_from("<HHHHQQII", fx, 0)
     out: dict[str, Any] = {
-        "cwd": cwd, "swd": swd, "twd": twd, "fop": fop, "rip": rip, "rdp": rdp, "mxcsr": mxcsr,
-        "mxcsr_mask": mxcsr_mask, "st_space": list(struct.unpack_from("<32I", fx, 32)),
+        "cwd": cwd,
+        "swd": swd,
+        "twd": twd,
+        "fop": fop,
+        "rip": rip,
+        "rdp": rdp,
+        "mxcsr": mxcsr,
+        "mxcsr_mask": mxcsr_mask,
+        "st_space": list(struct.unpack_from("<32I", fx, 32)),
         "xmm_space": list(struct.unpack_from("<64I", fx, 160)),
     }
     if t.fpu.xstate_bv is not None:
@@ -91,10 +99,21 @@ def _fpregs(t: ThreadState) -> dict[str, Any]:
 
 
 def _tls(t: ThreadState) -> list[dict[str, Any]]:
-    return [{"entry_number": e.entry_number, "base_addr": e.base_addr, "limit": e.limit, "seg_32bit": e.seg_32bit,
-             "contents_h": bool(e.contents & 2), "contents_l": bool(e.contents & 1),
-             "read_exec_only": e.read_exec_only, "limit_in_pages": e.limit_in_pages,
-             "seg_not_present": e.seg_not_present, "usable": e.usable} for e in t.tls]
+    return [
+        {
+            "entry_number": e.entry_number,
+            "base_addr": e.base_addr,
+            "limit": e.limit,
+            "seg_32bit": e.seg_32bit,
+            "contents_h": bool(e.contents & 2),
+            "contents_l": bool(e.contents & 1),
+            "read_exec_only": e.read_exec_only,
+            "limit_in_pages": e.limit_in_pages,
+            "seg_not_present": e.seg_not_present,
+            "usable": e.usable,
+        }
+        for e in t.tls
+    ]
 
 
 def _signals(queue: list) -> dict[str, Any]:
@@ -108,17 +127,31 @@ def _caps(v: int) -> list[int]:
 def _thread_core(t: ThreadState, leader: bool) -> dict[str, Any]:
     c = t.creds
     creds: dict[str, Any] = {
-        "uid": c.uid, "gid": c.gid, "euid": c.euid, "egid": c.egid, "suid": c.suid, "sgid": c.sgid,
-        "fsuid": c.fsuid, "fsgid": c.fsgid, "cap_inh": _caps(c.cap_inh), "cap_prm": _caps(c.cap_prm),
-        "cap_eff": _caps(c.cap_eff), "cap_bnd": _caps(c.cap_bnd), "secbits": c.secbits,
+        "uid": c.uid,
+        "gid": c.gid,
+        "euid": c.euid,
+        "egid": c.egid,
+        "suid": c.suid,
+        "sgid": c.sgid,
+        "fsuid": c.fsuid,
+        "fsgid": c.fsgid,
+        "cap_inh": _caps(c.cap_inh),
+        "cap_prm": _caps(c.cap_prm),
+        "cap_eff": _caps(c.cap_eff),
+        "cap_bnd": _caps(c.cap_bnd),
+        "secbits": c.secbits,
     }
     if c.groups:
         creds["groups"] = c.groups
     out: dict[str, Any] = {
-        "futex_rla": t.robust_list, "futex_rla_len": t.robust_list_len,
-        "sched_nice": t.sched_nice, "sched_policy": t.sched_policy,
+        "futex_rla": t.robust_list,
+        "futex_rla_len": t.robust_list_len,
+        "sched_nice": t.sched_nice,
+        "sched_policy": t.sched_policy,
         "sas": {"ss_sp": t.sas_sp, "ss_size": t.sas_size, "ss_flags": t.sas_flags},
-        "signals_p": _signals(t.pending), "creds": creds, "comm": t.comm,
+        "signals_p": _signals(t.pending),
+        "creds": creds,
+        "comm": t.comm,
     }
     if t.sched_policy & ~0x40000000 in (1, 2):  # SCHED_FIFO, SCHED_RR: criu adds the priority
         out["sched_prio"] = t.sched_prio
@@ -137,27 +170,57 @@ def _thread_core(t: ThreadState, leader: bool) -> dict[str, Any]:
 
 
 def _itimer(it) -> dict[str, int]:
-    return {"isec": it.interval_us // 10**6, "iusec": it.interval_us % 10**6,
-            "vsec": it.value_us // 10**6, "vusec": it.value_us % 10**6}
+    return {
+        "isec": it.interval_us // 10**6,
+        "iusec": it.interval_us % 10**6,
+        "vsec": it.value_us // 10**6,
+        "vusec": it.value_us % 10**6,
+    }
 
 
 def _tc(p: TaskCommon) -> dict[str, Any]:
     timers: dict[str, Any] = {k: _itimer(p.itimers[k]) for k in ("real", "virt", "prof")}
     if p.posix_timers:
-        timers["posix"] = [{"it_id": t.timer_id, "clock_id": t.clock_id, "si_signo": t.signal,
-                            "it_sigev_notify": t.notify, "sival_ptr": t.sival_ptr, "overrun": t.overrun,
-                            "isec": t.interval_ns // 10**9, "insec": t.interval_ns % 10**9,
-                            "vsec": t.value_ns // 10**9, "vnsec": t.value_ns % 10**9,
-                            "notify_thread_id": t.notify_thread_id} for t in p.posix_timers]
+        timers["posix"] = [
+            {
+                "it_id": t.timer_id,
+                "clock_id": t.clock_id,
+                "si_signo": t.signal,
+                "it_sigev_notify": t.notify,
+                "sival_ptr": t.sival_ptr,
+                "overrun": t.overrun,
+                "isec": t.interval_ns // 10**9,
+                "insec": t.interval_ns % 10**9,
+                "vsec": t.value_ns // 10**9,
+                "vnsec": t.value_ns % 10**9,
+                "notify_thread_id": t.notify_thread_id,
+            }
+            for t in p.posix_timers
+        ]
     leader = p.threads[0]
     return {
-        "task_state": TASK_STATE[p.task_state], "exit_code": p.exit_code, "personality": p.personality,
-        "flags": p.flags, "blk_sigset": leader.blocked, "comm": p.comm, "timers": timers,
+        "task_state": TASK_STATE[p.task_state],
+        "exit_code": p.exit_code,
+        "personality": p.personality,
+        "flags": p.flags,
+        "blk_sigset": leader.blocked,
+        "comm": p.comm,
+        "timers": timers,
         "rlimits": {"rlimits": [{"cur": c, "max": m} for c, m in p.rlimits]},
-        "signals_s": _signals(p.shared_pending), "loginuid": p.loginuid, "oom_score_adj": p.oom_score_adj,
-        "sigactions": [{"sigaction": a.handler, "flags": a.flags, "restorer": a.restorer, "mask": a.mask,
-                        "compat_sigaction": False}
-                       for n, a in enumerate(p.sigactions, 1) if n not in (9, 19)],
+        "signals_s": _signals(p.shared_pending),
+        "loginuid": p.loginuid,
+        "oom_score_adj": p.oom_score_adj,
+        "sigactions": [
+            {
+                "sigaction": a.handler,
+                "flags": a.flags,
+                "restorer": a.restorer,
+                "mask": a.mask,
+                "compat_sigaction": False,
+            }
+            for n, a in enumerate(p.sigactions, 1)
+            if n not in (9, 19)
+        ],
         "child_subreaper": p.child_subreaper,
     }
 
@@ -213,6 +276,7 @@ def _normalize_golden(core: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, list):
             return [walk(x) for x in v]
         return v
+
     return walk(core)
 
 
@@ -253,6 +317,7 @@ def core_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
 @functools.cache
 def _extracted(root: str, source: str) -> tuple[list[TaskCommon], dict[str, Any]]:
     from corpus.recorder import Recording
+
     rec = Recording(Path(root))
     path = rec.elf if source == "elf" else rec.kdumps[source]
     manifest = rec.manifest

@@ -13,20 +13,20 @@ from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.extract.task import restart_syscall_fixup
-from ovm_offline.kernel.cred import kernel_cap_value, task_credentials
-from ovm_offline.kernel.fpu import XstateLayout, compacted_offsets, uabi_xstate
-from ovm_offline.kernel.ktypes import BitfieldType, PointerType
-from ovm_offline.kernel.memory import Program
-from ovm_offline.kernel.regs import user_desc
-from ovm_offline.kernel.sched import task_nice, task_policy
-from ovm_offline.kernel.signal import (
+from ovm_offline.kernel.core.ktypes import BitfieldType, PointerType
+from ovm_offline.kernel.core.memory import Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.cpu.fpu import XstateLayout, compacted_offsets, uabi_xstate
+from ovm_offline.kernel.cpu.regs import user_desc
+from ovm_offline.kernel.task.cred import kernel_cap_value, task_credentials
+from ovm_offline.kernel.task.sched import task_nice, task_policy
+from ovm_offline.kernel.task.signal import (
     sigpending_mask,
     sigpending_queue,
     task_sigaltstack,
     task_sigmask,
 )
-from ovm_offline.kernel.symbols import load_isf
-from ovm_offline.kernel.timers import (
+from ovm_offline.kernel.task.timers import (
     clock_now,
     itimer_cpu,
     itimer_real,
@@ -41,15 +41,18 @@ POB = 0xFFFF_8880_0000_0000
 # ---------------------------------------------------------------------------- syscall restart
 
 
-@pytest.mark.parametrize("ax,orig_ax,want_ax,want_ip,changed", [
-    (-514, 130, 130, 0x1000 - 2, True),  # ERESTARTNOHAND (sigsuspend)
-    (-512, 0, 0, 0x1000 - 2, True),  # ERESTARTSYS (read)
-    (-513, 61, 61, 0x1000 - 2, True),  # ERESTARTNOINTR (wait4)
-    (-516, 230, -4, 0x1000, True),  # ERESTART_RESTARTBLOCK (clock_nanosleep): -EINTR
-    (0, 230, 0, 0x1000, False),  # the call completed
-    (-4, 230, -4, 0x1000, False),  # a real EINTR
-    (-514, -1, -514, 0x1000, False),  # not in a syscall (interrupt or fault)
-])
+@pytest.mark.parametrize(
+    "ax,orig_ax,want_ax,want_ip,changed",
+    [
+        (-514, 130, 130, 0x1000 - 2, True),  # ERESTARTNOHAND (sigsuspend)
+        (-512, 0, 0, 0x1000 - 2, True),  # ERESTARTSYS (read)
+        (-513, 61, 61, 0x1000 - 2, True),  # ERESTARTNOINTR (wait4)
+        (-516, 230, -4, 0x1000, True),  # ERESTART_RESTARTBLOCK (clock_nanosleep): -EINTR
+        (0, 230, 0, 0x1000, False),  # the call completed
+        (-4, 230, -4, 0x1000, False),  # a real EINTR
+        (-514, -1, -514, 0x1000, False),  # not in a syscall (interrupt or fault)
+    ],
+)
 def test_restart_syscall_fixup(ax, orig_ax, want_ax, want_ip, changed):
     regs = Registers(ax=ax & U64, orig_ax=orig_ax & U64, ip=0x1000)
     fixed, did = restart_syscall_fixup(regs)
@@ -60,25 +63,54 @@ def test_restart_syscall_fixup(ax, orig_ax, want_ax, want_ip, changed):
 # ---------------------------------------------------------------------------- TLS
 
 
-def fill_ldt(base: int, limit: int, seg_32bit: int, contents: int, read_exec_only: int, limit_in_pages: int,
-             seg_not_present: int, useable: int) -> int:
+def fill_ldt(
+    base: int,
+    limit: int,
+    seg_32bit: int,
+    contents: int,
+    read_exec_only: int,
+    limit_in_pages: int,
+    seg_not_present: int,
+    useable: int,
+) -> int:
     """arch/x86/include/asm/desc.h fill_ldt: how set_thread_area() encodes a user_desc."""
     type_ = ((read_exec_only ^ 1) << 1) | (contents << 2) | 1
-    return ((limit & 0xFFFF) | (base & 0xFFFF) << 16 | (base >> 16 & 0xFF) << 32 | type_ << 40 | 1 << 44
-            | 3 << 45 | (seg_not_present ^ 1) << 47 | (limit >> 16 & 0xF) << 48 | useable << 52
-            | seg_32bit << 54 | limit_in_pages << 55 | (base >> 24 & 0xFF) << 56)
+    return (
+        (limit & 0xFFFF)
+        | (base & 0xFFFF) << 16
+        | (base >> 16 & 0xFF) << 32
+        | type_ << 40
+        | 1 << 44
+        | 3 << 45
+        | (seg_not_present ^ 1) << 47
+        | (limit >> 16 & 0xF) << 48
+        | useable << 52
+        | seg_32bit << 54
+        | limit_in_pages << 55
+        | (base >> 24 & 0xFF) << 56
+    )
 
 
-@pytest.mark.parametrize("fields", [
-    (0x12345678, 0xFFFFF, 1, 0, 0, 1, 0, 1),  # a glibc-style i386 TLS segment
-    (0xF7F00000, 0x123, 0, 2, 1, 0, 0, 0),  # code segment, read/exec only
-    (0, 0, 1, 0, 1, 0, 1, 0),
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        (0x12345678, 0xFFFFF, 1, 0, 0, 1, 0, 1),  # a glibc-style i386 TLS segment
+        (0xF7F00000, 0x123, 0, 2, 1, 0, 0, 0),  # code segment, read/exec only
+        (0, 0, 1, 0, 1, 0, 1, 0),
+    ],
+)
 def test_user_desc_round_trip(fields):
     e = user_desc(12, fill_ldt(*fields))
-    assert (e.base_addr, e.limit, e.seg_32bit, e.contents, e.read_exec_only, e.limit_in_pages,
-            e.seg_not_present, e.usable) == tuple(type(x)(f) for x, f in zip(
-                (0, 0, True, 0, True, True, True, True), fields))
+    assert (
+        e.base_addr,
+        e.limit,
+        e.seg_32bit,
+        e.contents,
+        e.read_exec_only,
+        e.limit_in_pages,
+        e.seg_not_present,
+        e.usable,
+    ) == tuple(type(x)(f) for x, f in zip((0, 0, True, 0, True, True, True, True), fields))
 
 
 def test_empty_tls_slot_reads_like_get_thread_area():
@@ -111,7 +143,7 @@ def xsave_image(xfeatures: int, compacted: bool) -> bytes:
     where = compacted_offsets(xcomp, LAYOUT) if compacted else {i: OFFSETS[i] for i in range(2, 10)}
     for i in range(2, 10):
         if xfeatures >> i & 1:
-            buf[where[i]:where[i] + SIZES[i]] = pattern(i, SIZES[i])
+            buf[where[i] : where[i] + SIZES[i]] = pattern(i, SIZES[i])
     return bytes(buf)
 
 
@@ -162,8 +194,15 @@ class FakeKernel:
         self.kernel = kernel
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 30)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=POB,
+        )
         self.next = 0x10_0000
 
     def alloc(self, type_name: str, extra: int = 0) -> int:
@@ -211,8 +250,9 @@ class FakeKernel:
 
     def set_now(self, mono_ns: int, offs_real: int = 0) -> None:
         """tk_core.timekeeper so that CLOCK_MONOTONIC reads `mono_ns`."""
-        tk = self.prog.symbol_address("tk_core") + self.prog.member_offset(self.symbols.symbol_type("tk_core"),
-                                                                           "timekeeper")
+        tk = self.prog.symbol_address("tk_core") + self.prog.member_offset(
+            self.symbols.symbol_type("tk_core"), "timekeeper"
+        )
         self.set(tk, "timekeeper", "tkr_mono.base", mono_ns - 5)
         self.set(tk, "timekeeper", "tkr_mono.shift", 8)
         self.set(tk, "timekeeper", "tkr_mono.xtime_nsec", 5 << 8)
@@ -236,11 +276,14 @@ def test_clock_now_from_timekeeper(fk):
     assert clock_now(fk.prog, 0) == 1_700_000_007_000_000_123
 
 
-@pytest.mark.parametrize("state,expires,want_us", [
-    (1, 10_400_000_000, 400_000),  # queued: 0.4 s left
-    (1, 9_000_000_000, 1),  # queued but overdue: getitimer says 1 us
-    (0, 9_000_000_000, 0),  # fired and not re-armed (SIGALRM pending)
-])
+@pytest.mark.parametrize(
+    "state,expires,want_us",
+    [
+        (1, 10_400_000_000, 400_000),  # queued: 0.4 s left
+        (1, 9_000_000_000, 1),  # queued but overdue: getitimer says 1 us
+        (0, 9_000_000_000, 0),  # fired and not re-armed (SIGALRM pending)
+    ],
+)
 def test_itimer_real(fk, state, expires, want_us):
     fk.set_now(10_000_000_000)
     sig = fk.alloc("signal_struct")
@@ -267,11 +310,32 @@ def test_itimer_prof_and_virt(fk):
     assert itimer_cpu(s, 1).value_us == 10_000  # get_cpu_itimer: "about to fire" = one tick
 
 
-def _k_itimer(fk: FakeKernel, sig: int, it_id: int, *, clock: int, notify: int, signo: int, sival: int,
-              interval: int, expires: int, active: int, overrun: int = 0, tid_pid: int = 0) -> int:
+def _k_itimer(
+    fk: FakeKernel,
+    sig: int,
+    it_id: int,
+    *,
+    clock: int,
+    notify: int,
+    signo: int,
+    sival: int,
+    interval: int,
+    expires: int,
+    active: int,
+    overrun: int = 0,
+    tid_pid: int = 0,
+) -> int:
     t = fk.alloc("k_itimer")
-    for path, v in (("it_id", it_id), ("it_clock", clock), ("it_sigev_notify", notify), ("it_interval", interval),
-                    ("it_active", active), ("it_overrun_last", overrun), ("it_signal", sig), ("it_pid", tid_pid)):
+    for path, v in (
+        ("it_id", it_id),
+        ("it_clock", clock),
+        ("it_sigev_notify", notify),
+        ("it_interval", interval),
+        ("it_active", active),
+        ("it_overrun_last", overrun),
+        ("it_signal", sig),
+        ("it_pid", tid_pid),
+    ):
         fk.set(t, "k_itimer", path, v)
     fk.set(t, "k_itimer", "it.real.timer.node.expires", expires)
     fk.set(t, "k_itimer", "it.real.timer.base", _clock_base(fk, clock))
@@ -293,10 +357,21 @@ def test_posix_timers(fk):
     fk.src.write(fk.phys(numbers), struct.pack("<iiQ", 10007, 0, 0) + struct.pack("<iiQ", 7, 0, pid_ns))
     sig = fk.alloc("signal_struct")
     # created in this order: id 0 (one-shot, CLOCK_MONOTONIC), id 1 (periodic, REALTIME, to thread 7)
-    t0 = _k_itimer(fk, sig, 0, clock=1, notify=0, signo=10, sival=0xABC, interval=0,
-                   expires=52_500_000_000, active=1)
-    t1 = _k_itimer(fk, sig, 1, clock=0, notify=4, signo=34, sival=0xDEF, interval=100_000_000,
-                   expires=1_050_000_000_000 + 30_000_000, active=1, overrun=3, tid_pid=pid)
+    t0 = _k_itimer(fk, sig, 0, clock=1, notify=0, signo=10, sival=0xABC, interval=0, expires=52_500_000_000, active=1)
+    t1 = _k_itimer(
+        fk,
+        sig,
+        1,
+        clock=0,
+        notify=4,
+        signo=34,
+        sival=0xDEF,
+        interval=100_000_000,
+        expires=1_050_000_000_000 + 30_000_000,
+        active=1,
+        overrun=3,
+        tid_pid=pid,
+    )
     hlist = fk.symbols.struct_type("signal_struct").member("posix_timers").type.describe().endswith("hlist_head")
     assert hlist == (fk.kernel == "6.12")
     off = fk.prog.member_offset("k_itimer", "list")
@@ -304,10 +379,25 @@ def test_posix_timers(fk):
     timers = signal_posix_timers(fk.struct("signal_struct", sig), fk.struct("pid_namespace", pid_ns))
     assert [t.timer_id for t in timers] == [0, 1]  # creation order, as criu writes them
     a, b = timers
-    assert (a.clock_id, a.signal, a.sival_ptr, a.notify, a.notify_thread_id, a.interval_ns, a.value_ns) == \
-        (1, 10, 0xABC, 0, 0, 0, 2_500_000_000)
-    assert (b.clock_id, b.signal, b.sival_ptr, b.notify, b.notify_thread_id, b.interval_ns, b.value_ns, b.overrun) == \
-        (0, 34, 0xDEF, 4, 7, 100_000_000, 30_000_000, 3)
+    assert (a.clock_id, a.signal, a.sival_ptr, a.notify, a.notify_thread_id, a.interval_ns, a.value_ns) == (
+        1,
+        10,
+        0xABC,
+        0,
+        0,
+        0,
+        2_500_000_000,
+    )
+    assert (b.clock_id, b.signal, b.sival_ptr, b.notify, b.notify_thread_id, b.interval_ns, b.value_ns, b.overrun) == (
+        0,
+        34,
+        0xDEF,
+        4,
+        7,
+        100_000_000,
+        30_000_000,
+        3,
+    )
 
 
 def _task(fk: FakeKernel) -> int:
@@ -327,8 +417,16 @@ def test_credentials_in_a_user_namespace(fk):
     fk.set(cred, "cred", "user_ns", ns)
     for sym in ("overflowuid", "overflowgid"):  # initialised data in a real image
         fk.src.write(fk.phys(fk.prog.symbol_address(sym)), struct.pack("<i", 65534))
-    for f, v in (("uid", 100000), ("euid", 100000), ("suid", 101000), ("fsuid", 100000),
-                 ("gid", 100005), ("egid", 100005), ("sgid", 5), ("fsgid", 100005)):
+    for f, v in (
+        ("uid", 100000),
+        ("euid", 100000),
+        ("suid", 101000),
+        ("fsuid", 100000),
+        ("gid", 100005),
+        ("egid", 100005),
+        ("sgid", 5),
+        ("fsgid", 100005),
+    ):
         fk.set(cred, "cred", f"{f}.val", v)
     caps = fk.alloc("group_info", extra=8)
     fk.set(caps, "group_info", "ngroups", 2)

@@ -66,7 +66,7 @@ class SparseSource:
             page, off = paddr & ~0xFFF, paddr & 0xFFF
             n = min(len(data), 4096 - off)
             buf = self.pages.setdefault(page, bytearray(4096))
-            buf[off:off + n] = data[:n]
+            buf[off : off + n] = data[:n]
             paddr += n
             data = data[n:]
 
@@ -85,7 +85,7 @@ class SparseSource:
             page, off = paddr & ~0xFFF, paddr & 0xFFF
             n = min(length, 4096 - off)
             buf = self.pages.get(page)
-            out += buf[off:off + n] if buf is not None else bytes(n)
+            out += buf[off : off + n] if buf is not None else bytes(n)
             paddr += n
             length -= n
         return bytes(out)
@@ -115,13 +115,20 @@ class FakeKernelMemory:
     and a member writer. Tests subclass it with builders for the objects they need."""
 
     def __init__(self, kernel: str) -> None:
-        from ovm_offline.kernel.memory import Program
-        from ovm_offline.kernel.symbols import load_isf
+        from ovm_offline.kernel.core.memory import Program
+        from ovm_offline.kernel.core.symbols import load_isf
 
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 31)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=FAKE_POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=FAKE_POB,
+        )
         self.next = FAKE_HEAP
 
     def alloc(self, size: int | str, align: int = 4096) -> int:
@@ -156,8 +163,12 @@ def vol_pslist(kernel: str) -> list[dict]:
     dump = sample(kernel)
     vol = shutil.which("vol") or shutil.which("vol.py")
     cmd = [vol] if vol else [sys.executable, "-m", "volatility3.cli"]
-    out = subprocess.run(cmd + ["-q", "-r", "json", "-f", str(dump), "-s", str(SYMBOLS), "linux.pslist"],
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        cmd + ["-q", "-r", "json", "-f", str(dump), "-s", str(SYMBOLS), "linux.pslist"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if out.returncode != 0:
         pytest.fail(f"vol failed: {out.stderr[-2000:]}")
     return json.loads(out.stdout)

@@ -14,13 +14,13 @@ from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.inventory import ProcessInfo, container_ids
-from ovm_offline.kernel.cgroup import kernfs_path, task_cgroup_path
-from ovm_offline.kernel.ktypes import IntType, PointerType
-from ovm_offline.kernel.memory import Program
-from ovm_offline.kernel.nsproxy import NamespaceInodes, task_namespaces
-from ovm_offline.kernel.pid import pid_nr_ns, task_active_pid_ns, task_ns_pid, task_pgid, task_sid
-from ovm_offline.kernel.symbols import load_isf
-from ovm_offline.kernel.tasks import task_state
+from ovm_offline.kernel.core.ktypes import IntType, PointerType
+from ovm_offline.kernel.core.memory import Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.ns.cgroup import kernfs_path, task_cgroup_path
+from ovm_offline.kernel.ns.nsproxy import NamespaceInodes, task_namespaces
+from ovm_offline.kernel.task.pid import pid_nr_ns, task_active_pid_ns, task_ns_pid, task_pgid, task_sid
+from ovm_offline.kernel.task.tasks import task_state
 
 POB = 0xFFFF_8880_0000_0000
 
@@ -31,8 +31,15 @@ class Fake:
     def __init__(self, kernel: str) -> None:
         self.symbols = load_isf(ISF[kernel])
         self.src = SparseSource(1 << 30)
-        self.prog = Program(self.src, self.symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4,
-                            kernel_root=0x1000, page_offset_base=POB)
+        self.prog = Program(
+            self.src,
+            self.symbols,
+            kaslr_offset=0,
+            phys_base=0,
+            pgtable_levels=4,
+            kernel_root=0x1000,
+            page_offset_base=POB,
+        )
         self.next = 0x10_0000
 
     def alloc(self, type_name: str, extra: int = 0) -> int:
@@ -89,8 +96,18 @@ class Fake:
         self.set(cg, "cgroup", "kn", kn)
         return cg
 
-    def task(self, pid: int, tgid: int, spid: int, pgid: int = 0, sid: int = 0, state: int = 0,
-             exit_state: int = 0, cgrp: int = 0, nsproxy: int = 0) -> int:
+    def task(
+        self,
+        pid: int,
+        tgid: int,
+        spid: int,
+        pgid: int = 0,
+        sid: int = 0,
+        state: int = 0,
+        exit_state: int = 0,
+        cgrp: int = 0,
+        nsproxy: int = 0,
+    ) -> int:
         t = self.alloc("task_struct")
         self.set(t, "task_struct", "pid", pid)
         self.set(t, "task_struct", "tgid", tgid)
@@ -118,8 +135,15 @@ def fake(request):
 
 # fs/proc/array.c: what ps shows for each raw state
 STATES = [
-    (0x0, 0, "R"), (0x1, 0, "S"), (0x2, 0, "D"), (0x4, 0, "T"), (0x8, 0, "t"),
-    (0x0, 0x10, "X"), (0x0, 0x20, "Z"), (0x40, 0, "P"), (0x402, 0, "I"),  # TASK_IDLE
+    (0x0, 0, "R"),
+    (0x1, 0, "S"),
+    (0x2, 0, "D"),
+    (0x4, 0, "T"),
+    (0x8, 0, "t"),
+    (0x0, 0x10, "X"),
+    (0x0, 0x20, "Z"),
+    (0x40, 0, "P"),
+    (0x402, 0, "I"),  # TASK_IDLE
     (0x8000 | 0x1, 0, "D"),  # frozen tasks report as uninterruptible
     (0x1000, 0, "D"),  # TASK_RTLOCK_WAIT
     (0x101, 0, "S"),  # TASK_WAKEKILL | INTERRUPTIBLE (TASK_KILLABLE-like)
@@ -167,11 +191,18 @@ def test_impossible_pid_level(fake):
 def test_namespace_inodes_from_nsproxy(fake):
     nsp = fake.alloc("nsproxy")
     inums = {}
-    for i, (member, type_name) in enumerate([("mnt_ns", "mnt_namespace"), ("net_ns", "net"),
-                                              ("uts_ns", "uts_namespace"), ("ipc_ns", "ipc_namespace"),
-                                              ("cgroup_ns", "cgroup_namespace"), ("time_ns", "time_namespace"),
-                                              ("time_ns_for_children", "time_namespace"),
-                                              ("pid_ns_for_children", "pid_namespace")]):
+    for i, (member, type_name) in enumerate(
+        [
+            ("mnt_ns", "mnt_namespace"),
+            ("net_ns", "net"),
+            ("uts_ns", "uts_namespace"),
+            ("ipc_ns", "ipc_namespace"),
+            ("cgroup_ns", "cgroup_namespace"),
+            ("time_ns", "time_namespace"),
+            ("time_ns_for_children", "time_namespace"),
+            ("pid_ns_for_children", "pid_namespace"),
+        ]
+    ):
         obj = fake.alloc(type_name)
         fake.set(obj, type_name, "ns.inum", 4026532000 + i)
         fake.set(nsp, "nsproxy", member, obj)
@@ -184,15 +215,27 @@ def test_namespace_inodes_from_nsproxy(fake):
     fake.set(cred, "cred", "user_ns", user_ns)
     fake.set(t, "task_struct", "real_cred", cred)
     ns = task_namespaces(fake.prog.struct("task_struct", t))
-    assert ns == NamespaceInodes(pid=0xEFFFFFFC, pid_for_children=inums["pid_ns_for_children"],
-                                 mnt=inums["mnt_ns"], net=inums["net_ns"], uts=inums["uts_ns"],
-                                 ipc=inums["ipc_ns"], user=0xEFFFFFFD, cgroup=inums["cgroup_ns"],
-                                 time=inums["time_ns"], time_for_children=inums["time_ns_for_children"])
+    assert ns == NamespaceInodes(
+        pid=0xEFFFFFFC,
+        pid_for_children=inums["pid_ns_for_children"],
+        mnt=inums["mnt_ns"],
+        net=inums["net_ns"],
+        uts=inums["uts_ns"],
+        ipc=inums["ipc_ns"],
+        user=0xEFFFFFFD,
+        cgroup=inums["cgroup_ns"],
+        time=inums["time_ns"],
+        time_for_children=inums["time_ns_for_children"],
+    )
 
 
 @settings(max_examples=25, deadline=None)
-@given(parts=st.lists(st.text(st.characters(min_codepoint=33, max_codepoint=126, blacklist_characters="/"),
-                              min_size=1, max_size=20), max_size=8))
+@given(
+    parts=st.lists(
+        st.text(st.characters(min_codepoint=33, max_codepoint=126, blacklist_characters="/"), min_size=1, max_size=20),
+        max_size=8,
+    )
+)
 def test_cgroup_paths(parts):
     fake = Fake("6.1")
     node = fake.kernfs(b"", 0)  # the hierarchy root: no parent, empty name
@@ -217,10 +260,28 @@ def test_cgroup_path_loop_and_length(fake):
 
 
 def _proc(pid, cgroup, kthread=False):
-    return ProcessInfo(pid=pid, tgid=pid, ppid=1, nthreads=1, comm="x", state="S", uid=0, euid=0, gid=0,
-                       egid=0, pgid=pid, sid=pid, ns_pid=pid, pidns_inum=None, pidns_level=None,
-                       namespaces=NamespaceInodes(), cgroup=cgroup, container=None, kthread=kthread,
-                       task_address=0)
+    return ProcessInfo(
+        pid=pid,
+        tgid=pid,
+        ppid=1,
+        nthreads=1,
+        comm="x",
+        state="S",
+        uid=0,
+        euid=0,
+        gid=0,
+        egid=0,
+        pgid=pid,
+        sid=pid,
+        ns_pid=pid,
+        pidns_inum=None,
+        pidns_level=None,
+        namespaces=NamespaceInodes(),
+        cgroup=cgroup,
+        container=None,
+        kthread=kthread,
+        task_address=0,
+    )
 
 
 def test_container_ids():
@@ -235,8 +296,11 @@ def test_container_ids():
         (_proc(500, "/"), 4026532600),  # pid namespace in the root cgroup
     ]
     assert container_ids(procs, init) == [
-        None, None,
-        "pidns:4026532500 cgroup:/ovmbox", "pidns:4026532500 cgroup:/ovmbox", "pidns:4026532500 cgroup:/ovmbox",
+        None,
+        None,
+        "pidns:4026532500 cgroup:/ovmbox",
+        "pidns:4026532500 cgroup:/ovmbox",
+        "pidns:4026532500 cgroup:/ovmbox",
         "cgroup:/system.slice/foo.service",
         "pidns:4026532600",
     ]

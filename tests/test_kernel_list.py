@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.list import hlist_for_each, list_count, list_empty, list_for_each, list_for_each_entry
-from ovm_offline.kernel.memory import FaultError, Program
-from ovm_offline.kernel.symbols import load_isf
+from ovm_offline.kernel.core.memory import FaultError, Program
+from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.ds.list import hlist_for_each, list_count, list_empty, list_for_each, list_for_each_entry
 
 POB = 0xFFFF_8880_0000_0000  # direct-map base used for the fake guest
 
@@ -22,8 +22,9 @@ def symbols():
 
 
 def fake_prog(symbols, src: SparseSource) -> Program:
-    return Program(src, symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4, kernel_root=0x1000,
-                   page_offset_base=POB)
+    return Program(
+        src, symbols, kaslr_offset=0, phys_base=0, pgtable_levels=4, kernel_root=0x1000, page_offset_base=POB
+    )
 
 
 def build_list(src: SparseSource, head_pa: int, node_pas: list[int], close: bool = True) -> None:

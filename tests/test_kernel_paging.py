@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_kernel_common import SparseSource
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.paging import (
+from ovm_offline.kernel.core.paging import (
     ADDR_MASK,
     NonPresent,
     PageTables,

@@ -12,10 +12,10 @@ from test_kernel_common import ISF, HiddenVmcoreinfo, open_dump, sample, vol_psl
 
 from ovm_offline.errors import SymbolError
 from ovm_offline.inventory import list_processes, open_kernel
-from ovm_offline.kernel.cgroup import task_cgroup_path
-from ovm_offline.kernel.paging import Run
-from ovm_offline.kernel.pid import task_active_pid_ns, task_ns_pid
-from ovm_offline.kernel.tasks import for_each_process, for_each_task, task_page_tables, task_state
+from ovm_offline.kernel.core.paging import Run
+from ovm_offline.kernel.ns.cgroup import task_cgroup_path
+from ovm_offline.kernel.task.pid import task_active_pid_ns, task_ns_pid
+from ovm_offline.kernel.task.tasks import for_each_process, for_each_task, task_page_tables, task_state
 
 pytestmark = pytest.mark.guest
 KERNELS = ["6.1", "6.12"]
@@ -56,8 +56,14 @@ def test_process_list_matches_volatility(kernel, prog):
     assert set(by_pid) == {r["PID"] for r in vol}
     for r in vol:
         p = by_pid[r["PID"]]
-        assert (p.ppid, p.comm, p.uid, p.gid, p.euid, p.egid) == \
-            (r["PPID"], r["COMM"], r["UID"], r["GID"], r["EUID"], r["EGID"]), r
+        assert (p.ppid, p.comm, p.uid, p.gid, p.euid, p.egid) == (
+            r["PPID"],
+            r["COMM"],
+            r["UID"],
+            r["GID"],
+            r["EUID"],
+            r["EGID"],
+        ), r
         assert p.task_address & MASK48 == r["OFFSET (V)"] & MASK48
         assert p.tgid == p.pid == r["TID"]
 
@@ -91,8 +97,7 @@ def test_helpers_directly(prog):
 
 
 def _layout(p):
-    return (p.kaslr_offset, p.phys_base, p.page_offset_base, p.kernel_root, p.pgtable_levels,
-            p.symbols.path)
+    return (p.kaslr_offset, p.phys_base, p.page_offset_base, p.kernel_root, p.pgtable_levels, p.symbols.path)
 
 
 def test_kaslr_without_vmcoreinfo_gives_same_layout(kernel, source, prog):

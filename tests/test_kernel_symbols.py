@@ -15,9 +15,9 @@ import pytest
 from test_kernel_common import ISF, REPO, SYMBOLS
 
 from ovm_offline.errors import SymbolError
-from ovm_offline.kernel import symbols as symmod
-from ovm_offline.kernel.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
-from ovm_offline.kernel.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
+from ovm_offline.kernel.core import symbols as symmod
+from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
+from ovm_offline.kernel.core.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
 
 BANNER = b"Linux version 9.9.9-test (me@here) (gcc) #1 SMP\n"
 
@@ -31,22 +31,39 @@ def tiny_isf(path: Path, size: int = 8, banner: bytes = BANNER) -> Path:
             "char": {"size": 1, "signed": True, "kind": "char", "endian": "little"},
         },
         "user_types": {
-            "foo": {"size": size, "kind": "struct", "fields": {
-                "a": {"offset": 0, "type": {"kind": "base", "name": "int"}},
-                "unnamed_field_0": {"offset": 4, "anonymous": True, "type": {"kind": "union", "name": "u1"}},
-                "next": {"offset": 8, "type": {"kind": "pointer", "subtype": {"kind": "struct", "name": "foo"}}},
-            }},
-            "u1": {"size": 4, "kind": "union", "fields": {
-                "b": {"offset": 0, "type": {"kind": "base", "name": "unsigned int"}},
-                "flags": {"offset": 0, "type": {"kind": "bitfield", "bit_position": 3, "bit_length": 2,
-                                                "type": {"kind": "base", "name": "unsigned int"}}},
-            }},
+            "foo": {
+                "size": size,
+                "kind": "struct",
+                "fields": {
+                    "a": {"offset": 0, "type": {"kind": "base", "name": "int"}},
+                    "unnamed_field_0": {"offset": 4, "anonymous": True, "type": {"kind": "union", "name": "u1"}},
+                    "next": {"offset": 8, "type": {"kind": "pointer", "subtype": {"kind": "struct", "name": "foo"}}},
+                },
+            },
+            "u1": {
+                "size": 4,
+                "kind": "union",
+                "fields": {
+                    "b": {"offset": 0, "type": {"kind": "base", "name": "unsigned int"}},
+                    "flags": {
+                        "offset": 0,
+                        "type": {
+                            "kind": "bitfield",
+                            "bit_position": 3,
+                            "bit_length": 2,
+                            "type": {"kind": "base", "name": "unsigned int"},
+                        },
+                    },
+                },
+            },
         },
         "enums": {"colour": {"size": 4, "base": "int", "constants": {"RED": 0, "BLUE": 7}}},
         "symbols": {
-            "linux_banner": {"address": 0xFFFFFFFF81000000,
-                             "type": {"kind": "array", "count": 0, "subtype": {"kind": "base", "name": "char"}},
-                             "constant_data": base64.b64encode(banner + b"\0").decode()},
+            "linux_banner": {
+                "address": 0xFFFFFFFF81000000,
+                "type": {"kind": "array", "count": 0, "subtype": {"kind": "base", "name": "char"}},
+                "constant_data": base64.b64encode(banner + b"\0").decode(),
+            },
             "the_foo": {"address": 0xFFFFFFFF81001000, "type": {"kind": "struct", "name": "foo"}},
         },
     }
@@ -143,8 +160,20 @@ def test_find_isfs_by_banner():
 def test_layouts_match_raw_isf(kernel):
     raw = json.loads(lzma.open(ISF[kernel]).read())
     st = load_isf(ISF[kernel])
-    for name in ("task_struct", "pid", "upid", "nsproxy", "css_set", "cgroup", "kernfs_node",
-                 "signal_struct", "cred", "mm_struct", "vm_area_struct", "pid_namespace"):
+    for name in (
+        "task_struct",
+        "pid",
+        "upid",
+        "nsproxy",
+        "css_set",
+        "cgroup",
+        "kernfs_node",
+        "signal_struct",
+        "cred",
+        "mm_struct",
+        "vm_area_struct",
+        "pid_namespace",
+    ):
         t = st.struct_type(name)
         d = raw["user_types"][name]
         assert t.size == d["size"]
@@ -152,7 +181,8 @@ def test_layouts_match_raw_isf(kernel):
             m = t.member(mname)
             assert m.offset == f["offset"], (name, mname)
             assert m.type.kind == {"base": "int", "union": "struct", "class": "struct"}.get(
-                f["type"]["kind"], f["type"]["kind"]) or m.type.kind in ("void", "float"), (name, mname)
+                f["type"]["kind"], f["type"]["kind"]
+            ) or m.type.kind in ("void", "float"), (name, mname)
     for sym in ("init_task", "init_pid_ns", "linux_banner", "init_top_pgt", "page_offset_base"):
         assert st.symbol_address(sym) == raw["symbols"][sym]["address"]
     assert st.struct_type("task_struct").member("comm").type.count == 16
@@ -165,7 +195,7 @@ def test_warm_start_is_fast():
     load_isf(ISF["6.12"])  # make sure the cache is warm
     code = """
 import time
-from ovm_offline.kernel.symbols import isf_banners, load_isf
+from ovm_offline.kernel.core.symbols import isf_banners, load_isf
 t = time.perf_counter()
 want = [p for p, b in isf_banners() if b and b.startswith(b"Linux version 6.12.117")]
 st = load_isf(want[0])

@@ -16,8 +16,12 @@ pytestmark = [pytest.mark.guest, pytest.mark.skipif(shutil.which("vol") is None,
 
 
 def vol(dump: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["vol", "-q", "-r", "json", "-p", str(REPO / "plugins"), "-s", str(REPO / "symbols"),
-                           "-f", str(dump), *args], capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        ["vol", "-q", "-r", "json", "-p", str(REPO / "plugins"), "-s", str(REPO / "symbols"), "-f", str(dump), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_ps_plugin_on_a_kdump_agrees_with_the_cli(recording):

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.guest
 
 
 def ovm(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def sources_of(rec) -> dict[str, Path]:
@@ -50,7 +51,12 @@ def test_ps_from_every_source_agrees_with_the_guest(recording, kernel, workload)
         for pid in members | {1}:
             g, o = guest[pid], ours.get(pid)
             assert o is not None, f"{name}: pid {pid} missing"
-            assert (o["ppid"], o["comm"], o["state"], o["nthreads"]) == (g["ppid"], g["comm"], g["state"], g["threads"]), name
+            assert (o["ppid"], o["comm"], o["state"], o["nthreads"]) == (
+                g["ppid"],
+                g["comm"],
+                g["state"],
+                g["threads"],
+            ), name
             assert o["ns_pid"] == g["nspid"][-1] and o["cgroup"] == g["cgroup"], name
             assert o["namespaces"]["pid"] == g["ns"]["pid"] and o["namespaces"]["mnt"] == g["ns"]["mnt"], name
             assert o["kthread"] == g["kernel_thread"], name
@@ -97,14 +103,34 @@ sleep 1; echo "UP $!" > /dev/ttyS1; sleep 600
         assert guest.command("query-status")["running"] is True
         # dump from the running guest: paused while read, resumed after, images complete
         images_dir = tmp_path / "images"
-        dumped = ovm("dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
-                     "--pid", str(pid), "-D", str(images_dir))
+        dumped = ovm(
+            "dump",
+            "--live",
+            "--qmp",
+            str(guest.qmp_tool_path),
+            "--mem",
+            str(guest.memory_file),
+            "--pid",
+            str(pid),
+            "-D",
+            str(images_dir),
+        )
         assert dumped.returncode == 0, dumped.stderr
         assert "guest was paused for" in dumped.stderr and f"dumped pid {pid} (counter)" in dumped.stderr
         assert (images_dir / f"core-{pid}.img").exists() and (images_dir / "pages-1.img").stat().st_size > 0
         assert guest.command("query-status")["running"] is True
-        refused = ovm("dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
-                      "--pid", str(pid), "-D", str(images_dir))
+        refused = ovm(
+            "dump",
+            "--live",
+            "--qmp",
+            str(guest.qmp_tool_path),
+            "--mem",
+            str(guest.memory_file),
+            "--pid",
+            str(pid),
+            "-D",
+            str(images_dir),
+        )
         assert refused.returncode != 0 and "not empty" in refused.stderr
         assert guest.command("query-status")["running"] is True  # refused before pausing
         # a guest that was already paused is left paused
@@ -143,7 +169,9 @@ def test_bad_sources_are_one_line_errors(recording, tmp_path):
     arm.write_bytes(head)
     one_line_error(ovm("ps", str(arm)), str(arm))
     one_line_error(ovm("ps", str(tmp_path / "missing.elf")), "missing.elf")
-    one_line_error(ovm("ps", "--live", "--qmp", str(tmp_path / "no.sock"), "--mem", str(rec.live_dir / "guest-ram")), "no.sock")
+    one_line_error(
+        ovm("ps", "--live", "--qmp", str(tmp_path / "no.sock"), "--mem", str(rec.live_dir / "guest-ram")), "no.sock"
+    )
 
 
 def test_missing_or_wrong_isf_is_a_one_line_error_naming_the_banner(recording, tmp_path, monkeypatch):
@@ -155,11 +183,20 @@ def test_missing_or_wrong_isf_is_a_one_line_error_naming_the_banner(recording, t
         (only / f.name).symlink_to(f.resolve())
     monkeypatch.setenv("OVM_CACHE_DIR", str(tmp_path / "cache"))
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from ovm_offline.kernel import memory; "
-         "from ovm_offline.sources import open_source; from ovm_offline.errors import OvmError\n"
-         "try:\n memory.open_kernel(open_source(sys.argv[1]), [sys.argv[2]], include_default_symbols=False)\n"
-         "except OvmError as e:\n print(e); sys.exit(3)", str(rec.elf), str(only)],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from ovm_offline.kernel import memory; "
+            "from ovm_offline.sources import open_source; from ovm_offline.errors import OvmError\n"
+            "try:\n memory.open_kernel(open_source(sys.argv[1]), [sys.argv[2]], include_default_symbols=False)\n"
+            "except OvmError as e:\n print(e); sys.exit(3)",
+            str(rec.elf),
+            str(only),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 3
     assert "6.1.0-56-cloud-amd64" in result.stdout and "dwarf2json" in result.stdout
 

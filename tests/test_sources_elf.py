@@ -120,7 +120,9 @@ def test_memsz_beyond_filesz_reads_zeros(tmp_path):
 
 def test_notes_are_parsed(tmp_path):
     regs = {name: i for i, name in enumerate(PR_REG_NAMES)}
-    notes = build_note("CORE", 1, build_prstatus(1, regs)) + build_note("VMCOREINFO", 0, b"OSRELEASE=6.1\nKERNELOFFSET=1000\n")
+    notes = build_note("CORE", 1, build_prstatus(1, regs)) + build_note(
+        "VMCOREINFO", 0, b"OSRELEASE=6.1\nKERNELOFFSET=1000\n"
+    )
     write_core(tmp_path / "core", [(0, bytes(4096))], notes)
     with open_source(tmp_path / "core") as src:
         assert src.vcpus()[0].rip == regs["rip"]
@@ -136,7 +138,11 @@ def _patch(raw: bytes, offset: int, fmt: str, value: int) -> bytes:
 
 @pytest.fixture
 def small_core(tmp_path) -> bytes:
-    write_core(tmp_path / "good", [(0, os.urandom(8192)), (0x100000, os.urandom(4096))], build_qemu_notes([], {"OSRELEASE": "x"}))
+    write_core(
+        tmp_path / "good",
+        [(0, os.urandom(8192)), (0x100000, os.urandom(4096))],
+        build_qemu_notes([], {"OSRELEASE": "x"}),
+    )
     return (tmp_path / "good").read_bytes()
 
 

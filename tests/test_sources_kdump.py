@@ -40,7 +40,9 @@ from ovm_offline.sources.kdump_writer import (
 )
 from ovm_offline.sources.notes import PR_REG_NAMES, build_note, build_prstatus
 
-FILE_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FILE_SETTINGS = settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 class BytesReader:
@@ -151,21 +153,38 @@ def test_bitmap_runs_cross_scan_chunks():
 
 # ==== headers and descriptors ====================================================================
 @settings(deadline=None)  # a loaded shared machine makes the 200 ms default flaky
-@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1)), max_size=50))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1)
+        ),
+        max_size=50,
+    )
+)
 def test_page_desc_round_trip(descs):
     raw = b"".join(PAGE_DESC.pack(*d) for d in descs)
     assert parse_page_descs(raw) == [PageDesc(*d) for d in descs]
 
 
 @settings(deadline=None)  # a loaded shared machine makes the 200 ms default flaky
-@given(st.integers(0, 2**32 - 1), st.integers(1, 2**32 - 1), st.integers(0, 0x7FFFFFFF), st.text("abcdefghijklmnopqrstuvwxyz_0123456789", max_size=64))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 2**32 - 1),
+    st.integers(0, 0x7FFFFFFF),
+    st.text("abcdefghijklmnopqrstuvwxyz_0123456789", max_size=64),
+)
 def test_disk_dump_header_fields(status, max_mapnr, nr_cpus, machine):
     uts = b"".join(f.encode().ljust(65, b"\0") for f in ("Linux", "", "", "", machine, ""))
     raw = DISK_DUMP_HEADER.pack(b"KDUMP   ", 6, uts, 11, 12, status, 4096, 2, 64, max_mapnr, 0, 0, 0, 0, nr_cpus)
     assert len(raw) == 464
     header = parse_disk_dump_header(raw, "t")
     assert (header.status, header.block_size, header.sub_hdr_size, header.bitmap_blocks) == (status, 4096, 2, 64)
-    assert (header.max_mapnr, header.nr_cpus, header.timestamp_sec, header.timestamp_usec) == (max_mapnr, nr_cpus, 11, 12)
+    assert (header.max_mapnr, header.nr_cpus, header.timestamp_sec, header.timestamp_usec) == (
+        max_mapnr,
+        nr_cpus,
+        11,
+        12,
+    )
     assert header.utsname[0] == "Linux" and header.utsname[4] == machine
     assert struct.unpack_from("<I", raw, 424)[0] == status  # the offsets the facts file gives
     assert struct.unpack_from("<I", raw, 440)[0] == max_mapnr
@@ -175,7 +194,13 @@ def test_sub_header_offsets():
     raw = struct.pack("<QIIQQQQQQQQQQQ", 1, 2, 3, 4, 5, 0x16E0, 0xCBE, 0x1068, 0x1338, 10, 11, 12, 13, 0x100000)
     sub = parse_sub_header(raw, "t")
     assert len(raw) == 104
-    assert (sub.offset_vmcoreinfo, sub.size_vmcoreinfo, sub.offset_note, sub.size_note, sub.max_mapnr_64) == (0x16E0, 0xCBE, 0x1068, 0x1338, 0x100000)
+    assert (sub.offset_vmcoreinfo, sub.size_vmcoreinfo, sub.offset_note, sub.size_note, sub.max_mapnr_64) == (
+        0x16E0,
+        0xCBE,
+        0x1068,
+        0x1338,
+        0x100000,
+    )
     with pytest.raises(SourceError):
         parse_sub_header(raw[:50], "t")
 
@@ -228,11 +253,15 @@ def bitmap_of(pfns, max_mapnr: int) -> bytes:
 
 
 def sample_notes(cpus: int = 2) -> bytes:
-    notes = b"".join(build_note("CORE", 1, build_prstatus(i + 1, {name: i for name in PR_REG_NAMES})) for i in range(cpus))
+    notes = b"".join(
+        build_note("CORE", 1, build_prstatus(i + 1, {name: i for name in PR_REG_NAMES})) for i in range(cpus)
+    )
     return notes + build_note("VMCOREINFO", 0, b"OSRELEASE=6.1.0-test\nKERNELOFFSET=2b600000\n")
 
 
-def build_kdump(path: Path, spec, compression: str, flattened: bool, max_record: int | None = None, shuffle=None) -> None:
+def build_kdump(
+    path: Path, spec, compression: str, flattened: bool, max_record: int | None = None, shuffle=None
+) -> None:
     max_mapnr, existing, pages = spec
     contents = KdumpContents(max_mapnr, bitmap_of(existing, max_mapnr), bitmap_of(pages, max_mapnr), sample_notes())
     with open(path, "wb") as out:
@@ -245,20 +274,38 @@ def expected_page(spec, pfn: int) -> bytes:
 
 
 @FILE_SETTINGS
-@given(kdump_specs(), st.sampled_from(["zlib", "lzo", "snappy", "raw"]), st.booleans(), st.sampled_from([None, 1000, 4096, 20000]), st.booleans(), st.data())
+@given(
+    kdump_specs(),
+    st.sampled_from(["zlib", "lzo", "snappy", "raw"]),
+    st.booleans(),
+    st.sampled_from([None, 1000, 4096, 20000]),
+    st.booleans(),
+    st.data(),
+)
 def test_kdump_round_trip(spec, compression, flattened, max_record, shuffle, data):
     max_mapnr, existing, pages = spec
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "dump"
-        build_kdump(path, spec, compression, flattened, max_record if flattened else None, random.Random(1) if shuffle and flattened else None)
+        build_kdump(
+            path,
+            spec,
+            compression,
+            flattened,
+            max_record if flattened else None,
+            random.Random(1) if shuffle and flattened else None,
+        )
         with open_source(path) as src:
             assert isinstance(src, KdumpSource)
             assert src.format_name == f"kdump-{compression} ({'flattened' if flattened else 'plain'})"
-            assert [(r.start // PAGE_SIZE, r.length // PAGE_SIZE) for r in src.runs()] == naive_runs([int(p in existing) for p in range(max_mapnr)])
+            assert [(r.start // PAGE_SIZE, r.length // PAGE_SIZE) for r in src.runs()] == naive_runs(
+                [int(p in existing) for p in range(max_mapnr)]
+            )
             for pfn in existing:
                 assert src.read(pfn * PAGE_SIZE, PAGE_SIZE) == expected_page(spec, pfn)
             for run in src.runs():
-                whole = b"".join(expected_page(spec, p) for p in range(run.start // PAGE_SIZE, (run.start + run.length) // PAGE_SIZE))
+                whole = b"".join(
+                    expected_page(spec, p) for p in range(run.start // PAGE_SIZE, (run.start + run.length) // PAGE_SIZE)
+                )
                 lo = data.draw(st.integers(0, run.length - 1))
                 hi = data.draw(st.integers(lo, run.length))
                 assert src.read(run.start + lo, hi - lo) == whole[lo:hi]
@@ -273,7 +320,11 @@ def test_kdump_round_trip(spec, compression, flattened, max_record, shuffle, dat
 
 
 def test_unflatten_gives_the_plain_layout(tmp_path):
-    spec = (5000, {p: p % 5 != 0 for p in range(100, 400)}, {p: bytes([p % 256]) * PAGE_SIZE for p in range(100, 400) if p % 5})
+    spec = (
+        5000,
+        {p: p % 5 != 0 for p in range(100, 400)},
+        {p: bytes([p % 256]) * PAGE_SIZE for p in range(100, 400) if p % 5},
+    )
     build_kdump(tmp_path / "flat", spec, "zlib", flattened=True, max_record=3000, shuffle=random.Random(2))
     build_kdump(tmp_path / "plain", spec, "zlib", flattened=False)
     unflatten(tmp_path / "flat", tmp_path / "unflat")
@@ -286,7 +337,13 @@ def test_unflatten_gives_the_plain_layout(tmp_path):
 
 def test_kdump_to_elf_round_trip(tmp_path):
     spec = (9000, {p: p % 7 != 0 for p in list(range(300)) + list(range(8000, 8999))}, {})
-    spec[2].update({p: (b"%d" % p) * (PAGE_SIZE // len(b"%d" % p)) + bytes(PAGE_SIZE % len(b"%d" % p)) for p, d in spec[1].items() if d and p % 3})
+    spec[2].update(
+        {
+            p: (b"%d" % p) * (PAGE_SIZE // len(b"%d" % p)) + bytes(PAGE_SIZE % len(b"%d" % p))
+            for p, d in spec[1].items()
+            if d and p % 3
+        }
+    )
     spec[2].update({p: bytes(PAGE_SIZE) for p, d in spec[1].items() if d and p not in spec[2]})
     build_kdump(tmp_path / "dump", spec, "snappy", flattened=True)
     kdump_to_elf(tmp_path / "dump", tmp_path / "dump.elf")

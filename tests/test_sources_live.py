@@ -281,7 +281,7 @@ def test_mtree_above_4g_split():
 
 def test_mtree_without_memory_view():
     with pytest.raises(ValueError, match='"memory"'):
-        parse_mtree_flat("FlatView #0\n AS \"I/O\", root: io\n")
+        parse_mtree_flat('FlatView #0\n AS "I/O", root: io\n')
     with pytest.raises(ValueError):
         parse_mtree_flat("")
 
@@ -313,11 +313,21 @@ def make_snapshot(directory: Path, mtree: str, registers: str, size: int, marks:
 
 
 def test_recorded_snapshot_above_4g(tmp_path):
-    marks = {0: b"low", 0x100000: b"one MiB", 0xBFFFFFF0: b"end of low RAM!!", 0xC0000000: b"above 4G", (4 << 30) - 3: b"end"}
+    marks = {
+        0: b"low",
+        0x100000: b"one MiB",
+        0xBFFFFFF0: b"end of low RAM!!",
+        0xC0000000: b"above 4G",
+        (4 << 30) - 3: b"end",
+    }
     make_snapshot(tmp_path / "live", MTREE_PRELAUNCH_4G, REGISTERS_RESET, 4 << 30, marks)
     with open_source(tmp_path / "live") as src:
         assert isinstance(src, RecordedLiveSource)
-        assert [(r.start, r.length) for r in src.runs()] == [(0, 0xA0000), (0x100000, 0xBFF00000), (0x100000000, 0x40000000)]
+        assert [(r.start, r.length) for r in src.runs()] == [
+            (0, 0xA0000),
+            (0x100000, 0xBFF00000),
+            (0x100000000, 0x40000000),
+        ]
         assert src.read(0, 3) == b"low"
         assert src.read(0x100000, 7) == b"one MiB"
         assert src.read(0x100000000, 8) == b"above 4G"
@@ -417,11 +427,20 @@ class Qemu:
         self.qmp_path = workdir / "qmp.sock"
         self.ctl_path = workdir / "ctl.sock"
         argv = [
-            QEMU, "-machine", "pc,accel=tcg,memory-backend=ram0",
-            "-object", f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.ram},share=on",
-            "-m", f"{ram_mib}M", "-display", "none", "-S",
-            "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
-            "-qmp", f"unix:{self.ctl_path},server=on,wait=off",
+            QEMU,
+            "-machine",
+            "pc,accel=tcg,memory-backend=ram0",
+            "-object",
+            f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.ram},share=on",
+            "-m",
+            f"{ram_mib}M",
+            "-display",
+            "none",
+            "-S",
+            "-qmp",
+            f"unix:{self.qmp_path},server=on,wait=off",
+            "-qmp",
+            f"unix:{self.ctl_path},server=on,wait=off",
         ]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
@@ -483,7 +502,14 @@ def test_live_guest_bytes_match_pmemsave_and_guest_is_resumed(qemu, tmp_path):
         assert src.memdev == "ram0"
         runs = [(r.start, r.length) for r in src.runs()]
         assert runs[0] == (0, 0xA0000) and runs[-1][0] + runs[-1][1] == 64 << 20
-        ranges = [(0, 0x1000), (0x400, 0x100), (0x9F000, 0x1000), (0xF0000, 0x10000), (0x100000, 0x2000), ((64 << 20) - 0x20000, 0x20000)]
+        ranges = [
+            (0, 0x1000),
+            (0x400, 0x100),
+            (0x9F000, 0x1000),
+            (0xF0000, 0x10000),
+            (0x100000, 0x2000),
+            ((64 << 20) - 0x20000, 0x20000),
+        ]
         nonzero = False
         for addr, size in ranges:
             expected = qemu.pmemsave(tmp_path, addr, size)

@@ -54,7 +54,14 @@ vmcoreinfo_value = st.text(st.characters(blacklist_characters="\n\x00", blacklis
 
 
 @settings(deadline=None)  # a loaded shared machine makes the 200 ms default flaky
-@given(st.lists(st.tuples(st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=20), u32, st.binary(max_size=300)), max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=20), u32, st.binary(max_size=300)
+        ),
+        max_size=8,
+    )
+)
 def test_note_stream_round_trip(notes):
     stream = b"".join(build_note(name, ntype, desc) for name, ntype, desc in notes)
     parsed = list(iter_notes(stream, "t"))
@@ -62,7 +69,10 @@ def test_note_stream_round_trip(notes):
 
 
 @settings(deadline=None)  # a loaded shared machine makes the 200 ms default flaky
-@given(st.lists(st.tuples(prstatus(), cpu_state()), max_size=6), st.none() | st.dictionaries(vmcoreinfo_key, vmcoreinfo_value, max_size=10))
+@given(
+    st.lists(st.tuples(prstatus(), cpu_state()), max_size=6),
+    st.none() | st.dictionaries(vmcoreinfo_key, vmcoreinfo_value, max_size=10),
+)
 def test_qemu_notes_round_trip(cpus, vmcoreinfo):
     parsed = parse_notes(build_qemu_notes(cpus, vmcoreinfo), "t")
     assert len(parsed.vcpus) == len(cpus)
@@ -72,7 +82,13 @@ def test_qemu_notes_round_trip(cpus, vmcoreinfo):
         assert got.gprs == state.gprs and got.segments == state.segments and got.cr == state.cr
         assert got.kernel_gs_base == state.kernel_gs_base
         assert got.size == (440 if state.kernel_gs_base is not None else 432)
-        assert (vcpu.index, vcpu.cr3, vcpu.cr4, vcpu.rip, vcpu.rsp) == (i, state.cr[3], state.cr[4], state.rip, state.gprs["rsp"])
+        assert (vcpu.index, vcpu.cr3, vcpu.cr4, vcpu.rip, vcpu.rsp) == (
+            i,
+            state.cr[3],
+            state.cr[4],
+            state.rip,
+            state.gprs["rsp"],
+        )
         assert vcpu.gs_base == state.segments["gs"].base
         assert vcpu.kernel_gs_base == state.kernel_gs_base
     assert parsed.vmcoreinfo == vmcoreinfo
@@ -114,7 +130,9 @@ def test_vcpu_from_prstatus_only():
 
 
 def test_vmcoreinfo_text():
-    info = parse_vmcoreinfo(b"OSRELEASE=6.1.0\nKERNELOFFSET=2b600000\nno equals sign\nSYMBOL(swapper_pg_dir)=ffffffff\n\0junk")
+    info = parse_vmcoreinfo(
+        b"OSRELEASE=6.1.0\nKERNELOFFSET=2b600000\nno equals sign\nSYMBOL(swapper_pg_dir)=ffffffff\n\0junk"
+    )
     assert info == {"OSRELEASE": "6.1.0", "KERNELOFFSET": "2b600000", "SYMBOL(swapper_pg_dir)": "ffffffff"}
 
 

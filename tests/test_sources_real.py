@@ -108,7 +108,15 @@ def reference(sample_dumps) -> dict[str, dict[int, list[bytes]]]:
     return refs
 
 
-VARIANTS = ["kdump-zlib flattened (QEMU)", "kdump-zlib plain (unflattened)", "kdump-lzo flattened", "kdump-snappy flattened", "kdump-raw plain", "kdump-lzo plain", "ELF converted from kdump"]
+VARIANTS = [
+    "kdump-zlib flattened (QEMU)",
+    "kdump-zlib plain (unflattened)",
+    "kdump-lzo flattened",
+    "kdump-snappy flattened",
+    "kdump-raw plain",
+    "kdump-lzo plain",
+    "ELF converted from kdump",
+]
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +131,12 @@ def variants(sample_dumps, tmp_path_factory):
         unflatten(sample.kdump, out / "zlib.plain")
         forms[VARIANTS[1]] = out / "zlib.plain"
         with KdumpSource(sample.kdump) as kd:
-            for name, compression, flattened in [(VARIANTS[2], "lzo", True), (VARIANTS[3], "snappy", True), (VARIANTS[4], "raw", False), (VARIANTS[5], "lzo", False)]:
+            for name, compression, flattened in [
+                (VARIANTS[2], "lzo", True),
+                (VARIANTS[3], "snappy", True),
+                (VARIANTS[4], "raw", False),
+                (VARIANTS[5], "lzo", False),
+            ]:
                 path = out / name.replace(" ", "-")
                 reencode(kd, path, compression, flattened)
                 forms[name] = path
@@ -212,7 +225,11 @@ def test_recorded_live_snapshot_matches_elf(sample_dumps):
 
 # ==== Volatility 3 ===============================================================================
 def _symbols_dir() -> Path | None:
-    for candidate in (os.environ.get("OVM_SYMBOLS_DIR"), Path(__file__).parent.parent / "symbols", "/work/shared/symbols"):
+    for candidate in (
+        os.environ.get("OVM_SYMBOLS_DIR"),
+        Path(__file__).parent.parent / "symbols",
+        "/work/shared/symbols",
+    ):
         if candidate and list(Path(candidate).glob("linux/*.json*")):
             return Path(candidate)
     return None
@@ -224,7 +241,10 @@ def _pslist(dump: Path, plugin_dir: Path, symbols: Path) -> list[tuple]:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
         argv + ["-q", "-r", "json", "-p", str(plugin_dir), "-s", str(symbols), "-f", str(dump), "linux.pslist"],
-        capture_output=True, text=True, timeout=600, env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout)

@@ -29,7 +29,11 @@ def bitmap(pfns, max_mapnr: int) -> bytes:
 def make_dump(path: Path, flattened: bool) -> dict[int, bytes]:
     rnd = random.Random(5)
     existing = list(range(16, 48)) + list(range(100, 140))
-    pages = {p: (b"%05d" % p) * 800 + bytes(PAGE_SIZE - 4000) if p % 3 else rnd.randbytes(PAGE_SIZE) for p in existing if p % 10}
+    pages = {
+        p: (b"%05d" % p) * 800 + bytes(PAGE_SIZE - 4000) if p % 3 else rnd.randbytes(PAGE_SIZE)
+        for p in existing
+        if p % 10
+    }
     contents = KdumpContents(200, bitmap(existing, 200), bitmap(pages, 200))
     with open(path, "wb") as out:
         write_kdump(out, contents, (pages[p] for p in sorted(pages)), "zlib", flattened, max_record=3000)

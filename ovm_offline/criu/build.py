@@ -12,16 +12,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..state import (
     REGISTER_NAMES,
     CgroupDir,
     FileIdentity,
     FpuState,
-    OpenFile,
     IpcNamespaceState,
+    OpenFile,
     PipeState,
     ProcessState,
     SharedMemory,
@@ -68,7 +68,7 @@ class DumpSet:
     looked like (the namespaces and clocks CRIU records for restore)."""
 
     processes: list[ProcessState]
-    root_namespaces: "object"  # ovm_offline.state.NamespaceIds of the guest's init
+    root_namespaces: object  # ovm_offline.state.NamespaceIds of the guest's init
     monotonic_ns: int
     boottime_ns: int
     # cgroup path -> its directory subtree, for every cgroup of a process other than CRIU_CGROUP
@@ -104,8 +104,15 @@ class FileTable:
         self.entries.append(None)
         return self._next_id(), len(self.entries) - 1
 
-    def regular(self, identity: FileIdentity, flags: int = 0, pos: int = 0, key: tuple | None = None,
-                owner=None, build_id: bytes | None = None) -> int:
+    def regular(
+        self,
+        identity: FileIdentity,
+        flags: int = 0,
+        pos: int = 0,
+        key: tuple | None = None,
+        owner=None,
+        build_id: bytes | None = None,
+    ) -> int:
         key = key or ("path", identity.path, flags, pos)
         if key in self._by_key:
             return self._by_key[key]
@@ -129,13 +136,21 @@ class FileTable:
             self._by_key[key] = fid
             regf = self.regular(f.identity, f.flags, f.pos, key=("tty-path", f.key))
             info_id = self._tty_info_id(f.tty, f.identity)
-            self.entries[slot] = F.file_entry(type=F.TTY, id=fid, tty=F.tty_file_entry(
-                id=fid, tty_info_id=info_id, flags=f.flags, fown=_fown(f.owner), regf_id=regf))
+            self.entries[slot] = F.file_entry(
+                type=F.TTY,
+                id=fid,
+                tty=F.tty_file_entry(id=fid, tty_info_id=info_id, flags=f.flags, fown=_fown(f.owner), regf_id=regf),
+            )
             return fid
         if f.kind == "pipe" and f.pipe is not None:
             fid = self._next_id()
-            self.entries.append(F.file_entry(type=F.PIPE, id=fid, pipe=F.pipe_entry(
-                id=fid, pipe_id=f.pipe.pipe_id, flags=f.flags, fown=_fown(f.owner))))
+            self.entries.append(
+                F.file_entry(
+                    type=F.PIPE,
+                    id=fid,
+                    pipe=F.pipe_entry(id=fid, pipe_id=f.pipe.pipe_id, flags=f.flags, fown=_fown(f.owner)),
+                )
+            )
             self._by_key[key] = fid
             self._pipe_data(f, f.pipe)
             return fid
@@ -144,8 +159,9 @@ class FileTable:
             self._by_key[key] = fid
             # CRIU writes the FIFO's path entry first, then the FIFO naming it
             regf = self.regular(f.identity, f.flags, f.pos, key=("fifo-path", f.key))
-            self.entries.append(F.file_entry(type=F.FIFO, id=fid, fifo=F.fifo_entry(
-                id=fid, pipe_id=f.pipe.pipe_id, regf_id=regf)))
+            self.entries.append(
+                F.file_entry(type=F.FIFO, id=fid, fifo=F.fifo_entry(id=fid, pipe_id=f.pipe.pipe_id, regf_id=regf))
+            )
             if (f.flags & O_ACCMODE) != O_WRONLY:
                 self.fifo_data.setdefault(f.pipe.pipe_id, f.pipe)
             return fid
@@ -191,7 +207,7 @@ def _has_size(identity: FileIdentity, flags: int) -> bool:
     return not ((flags & O_ACCMODE) == O_WRONLY and flags & O_APPEND)
 
 
-def _fown(owner) -> "C.fown_entry":
+def _fown(owner) -> C.fown_entry:
     if owner is None:
         return C.fown_entry(uid=0, euid=0, signum=0, pid_type=0, pid=0)
     return C.fown_entry(uid=owner.uid, euid=owner.euid, signum=owner.signum, pid_type=owner.pid_type, pid=owner.pid)
@@ -202,55 +218,93 @@ NSEC_PER_SEC = 10**9
 ANON_FILE_KINDS = ("eventfd", "signalfd", "timerfd", "eventpoll")
 
 
-def anon_file_entry(f: OpenFile, fid: int) -> "F.file_entry | None":
+def anon_file_entry(f: OpenFile, fid: int) -> F.file_entry | None:
     """The files.img entry CRIU writes for an eventfd, signalfd, timerfd or epoll file (the
     values its fdinfo parser reads), or None for another kind or one without its state."""
     fown = _fown(f.owner)
     if f.kind == "eventfd" and f.eventfd is not None:
         # no field for EFD_SEMAPHORE in CRIU 3.17: extraction refuses semaphore eventfds
-        return F.file_entry(type=F.EVENTFD, id=fid, efd=F.eventfd_file_entry(
-            id=fid, flags=f.flags, fown=fown, counter=f.eventfd.count))
+        return F.file_entry(
+            type=F.EVENTFD, id=fid, efd=F.eventfd_file_entry(id=fid, flags=f.flags, fown=fown, counter=f.eventfd.count)
+        )
     if f.kind == "signalfd" and f.signalfd is not None:
-        return F.file_entry(type=F.SIGNALFD, id=fid, sgfd=F.signalfd_entry(
-            id=fid, flags=f.flags, fown=fown, sigmask=f.signalfd.sigmask))
+        return F.file_entry(
+            type=F.SIGNALFD, id=fid, sgfd=F.signalfd_entry(id=fid, flags=f.flags, fown=fown, sigmask=f.signalfd.sigmask)
+        )
     if f.kind == "timerfd" and f.timerfd is not None:
         t = f.timerfd
-        return F.file_entry(type=F.TIMERFD, id=fid, tfd=F.timerfd_entry(
-            id=fid, flags=f.flags, fown=fown, clockid=t.clock_id, ticks=t.ticks, settime_flags=t.settime_flags,
-            vsec=t.value_ns // NSEC_PER_SEC, vnsec=t.value_ns % NSEC_PER_SEC,
-            isec=t.interval_ns // NSEC_PER_SEC, insec=t.interval_ns % NSEC_PER_SEC))
+        return F.file_entry(
+            type=F.TIMERFD,
+            id=fid,
+            tfd=F.timerfd_entry(
+                id=fid,
+                flags=f.flags,
+                fown=fown,
+                clockid=t.clock_id,
+                ticks=t.ticks,
+                settime_flags=t.settime_flags,
+                vsec=t.value_ns // NSEC_PER_SEC,
+                vnsec=t.value_ns % NSEC_PER_SEC,
+                isec=t.interval_ns // NSEC_PER_SEC,
+                insec=t.interval_ns % NSEC_PER_SEC,
+            ),
+        )
     if f.kind == "eventpoll" and f.epoll is not None:
         # each target's own id stays 0: CRIU 3.17 embeds them in the epoll's entry and never sets it
-        return F.file_entry(type=F.EVENTPOLL, id=fid, epfd=F.eventpoll_file_entry(
-            id=fid, flags=f.flags, fown=fown, tfd=[
-                F.eventpoll_tfd_entry(id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino,
-                                      pos=t.pos)
-                for t in f.epoll.targets]))
+        return F.file_entry(
+            type=F.EVENTPOLL,
+            id=fid,
+            epfd=F.eventpoll_file_entry(
+                id=fid,
+                flags=f.flags,
+                fown=fown,
+                tfd=[
+                    F.eventpoll_tfd_entry(
+                        id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino, pos=t.pos
+                    )
+                    for t in f.epoll.targets
+                ],
+            ),
+        )
     return None
 
 
 # --- per-task messages ------------------------------------------------------------------------
 
-def gpregs(thread: ThreadState) -> "X.user_x86_regs_entry":
+
+def gpregs(thread: ThreadState) -> X.user_x86_regs_entry:
     regs = X.user_x86_regs_entry(mode=X.NATIVE)
     for name in REGISTER_NAMES:
         setattr(regs, name, getattr(thread.regs, name) & (2**64 - 1))
     return regs
 
 
-def fpregs(fpu: FpuState) -> "X.user_x86_fpregs_entry":
+def fpregs(fpu: FpuState) -> X.user_x86_fpregs_entry:
     fx = fpu.fxsave
     cwd, swd, twd, fop, rip, rdp, mxcsr, mxcsr_mask = struct.unpack_from("<HHHHQQII", fx, 0)
     entry = X.user_x86_fpregs_entry(
-        cwd=cwd, swd=swd, twd=twd, fop=fop, rip=rip, rdp=rdp, mxcsr=mxcsr, mxcsr_mask=mxcsr_mask,
-        st_space=struct.unpack_from("<32I", fx, 32), xmm_space=struct.unpack_from("<64I", fx, 160),
+        cwd=cwd,
+        swd=swd,
+        twd=twd,
+        fop=fop,
+        rip=rip,
+        rdp=rdp,
+        mxcsr=mxcsr,
+        mxcsr_mask=mxcsr_mask,
+        st_space=struct.unpack_from("<32I", fx, 32),
+        xmm_space=struct.unpack_from("<64I", fx, 160),
     )
     if fpu.xstate_bv is not None and fpu.components:
         xsave = X.user_x86_xsave_entry(xstate_bv=fpu.xstate_bv)
-        for component, field_name, fmt in ((2, "ymmh_space", "<64I"), (3, "bndreg_state", "<8Q"),
-                                           (4, "bndcsr_state", "<8Q"), (5, "opmask_reg", "<8Q"),
-                                           (6, "zmm_upper", "<64Q"), (7, "hi16_zmm", "<128Q"),
-                                           (9, "pkru", "<2I")):
+        for component, field_name, fmt in (
+            (2, "ymmh_space", "<64I"),
+            (3, "bndreg_state", "<8Q"),
+            (4, "bndcsr_state", "<8Q"),
+            (5, "opmask_reg", "<8Q"),
+            (6, "zmm_upper", "<64Q"),
+            (7, "hi16_zmm", "<128Q"),
+            (9, "pkru", "<2I"),
+        ):
             data = fpu.components.get(component)
             # CRIU saves a component only when the task's xstate_bv says it is in use
             if data is not None and fpu.xstate_bv >> component & 1:
@@ -259,25 +313,39 @@ def fpregs(fpu: FpuState) -> "X.user_x86_fpregs_entry":
     return entry
 
 
-def creds(thread: ThreadState) -> "T.creds_entry":
+def creds(thread: ThreadState) -> T.creds_entry:
     c = thread.creds
 
     def words(v: int) -> list[int]:
         return [v & 0xFFFFFFFF, v >> 32]
 
     return T.creds_entry(
-        uid=c.uid, gid=c.gid, euid=c.euid, egid=c.egid, suid=c.suid, sgid=c.sgid, fsuid=c.fsuid, fsgid=c.fsgid,
-        cap_inh=words(c.cap_inh), cap_prm=words(c.cap_prm), cap_eff=words(c.cap_eff), cap_bnd=words(c.cap_bnd),
-        secbits=c.secbits, groups=c.groups,
+        uid=c.uid,
+        gid=c.gid,
+        euid=c.euid,
+        egid=c.egid,
+        suid=c.suid,
+        sgid=c.sgid,
+        fsuid=c.fsuid,
+        fsgid=c.fsgid,
+        cap_inh=words(c.cap_inh),
+        cap_prm=words(c.cap_prm),
+        cap_eff=words(c.cap_eff),
+        cap_bnd=words(c.cap_bnd),
+        secbits=c.secbits,
+        groups=c.groups,
     )
 
 
-def thread_core(thread: ThreadState, leader: bool) -> "T.thread_core_entry":
+def thread_core(thread: ThreadState, leader: bool) -> T.thread_core_entry:
     tcore = T.thread_core_entry(
-        futex_rla=thread.robust_list, futex_rla_len=thread.robust_list_len,
-        sched_nice=thread.sched_nice, sched_policy=thread.sched_policy,
+        futex_rla=thread.robust_list,
+        futex_rla_len=thread.robust_list_len,
+        sched_nice=thread.sched_nice,
+        sched_policy=thread.sched_policy,
         sas=T.thread_sas_entry(ss_sp=thread.sas_sp, ss_size=thread.sas_size, ss_flags=thread.sas_flags),
-        creds=creds(thread), comm=thread.comm,
+        creds=creds(thread),
+        comm=thread.comm,
     )
     if thread.sched_policy not in (0, 3, 5):  # SCHED_NORMAL, BATCH, IDLE have no static priority
         tcore.sched_prio = thread.sched_prio
@@ -287,9 +355,13 @@ def thread_core(thread: ThreadState, leader: bool) -> "T.thread_core_entry":
     if not leader:
         tcore.blk_sigset = thread.blocked
     if thread.rseq is not None:
-        tcore.rseq_entry.CopyFrom(T.rseq_entry(
-            rseq_abi_pointer=thread.rseq.abi_pointer, rseq_abi_size=thread.rseq.abi_size,
-            signature=thread.rseq.signature))
+        tcore.rseq_entry.CopyFrom(
+            T.rseq_entry(
+                rseq_abi_pointer=thread.rseq.abi_pointer,
+                rseq_abi_size=thread.rseq.abi_size,
+                signature=thread.rseq.signature,
+            )
+        )
         if thread.rseq.cs_pointer:
             tcore.rseq_entry.rseq_cs_pointer = thread.rseq.cs_pointer
     if thread.seccomp_mode:
@@ -299,35 +371,63 @@ def thread_core(thread: ThreadState, leader: bool) -> "T.thread_core_entry":
     return tcore
 
 
-def thread_info(thread: ThreadState) -> "X.thread_info_x86":
+def thread_info(thread: ThreadState) -> X.thread_info_x86:
     info = X.thread_info_x86(clear_tid_addr=thread.clear_tid_addr, gpregs=gpregs(thread), fpregs=fpregs(thread.fpu))
     for tls in thread.tls:
-        info.tls.add(entry_number=tls.entry_number, base_addr=tls.base_addr, limit=tls.limit,
-                     seg_32bit=tls.seg_32bit, contents_h=bool(tls.contents & 2), contents_l=bool(tls.contents & 1),
-                     read_exec_only=tls.read_exec_only, limit_in_pages=tls.limit_in_pages,
-                     seg_not_present=tls.seg_not_present, usable=tls.usable)
+        info.tls.add(
+            entry_number=tls.entry_number,
+            base_addr=tls.base_addr,
+            limit=tls.limit,
+            seg_32bit=tls.seg_32bit,
+            contents_h=bool(tls.contents & 2),
+            contents_l=bool(tls.contents & 1),
+            read_exec_only=tls.read_exec_only,
+            limit_in_pages=tls.limit_in_pages,
+            seg_not_present=tls.seg_not_present,
+            usable=tls.usable,
+        )
     return info
 
 
-def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> "T.task_core_entry":
+def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> T.task_core_entry:
     leader = proc.threads[0]
     tc = T.task_core_entry(
-        task_state=TASK_STATES[proc.task_state], exit_code=proc.exit_code, personality=proc.personality,
-        flags=proc.flags, blk_sigset=leader.blocked, comm=proc.comm, cg_set=cg_set,
-        loginuid=proc.loginuid & 0xFFFFFFFF, oom_score_adj=proc.oom_score_adj, child_subreaper=proc.child_subreaper,
+        task_state=TASK_STATES[proc.task_state],
+        exit_code=proc.exit_code,
+        personality=proc.personality,
+        flags=proc.flags,
+        blk_sigset=leader.blocked,
+        comm=proc.comm,
+        cg_set=cg_set,
+        loginuid=proc.loginuid & 0xFFFFFFFF,
+        oom_score_adj=proc.oom_score_adj,
+        child_subreaper=proc.child_subreaper,
     )
     timers = tc.timers
     for name in ("real", "virt", "prof"):
         it = proc.itimers[name]
-        getattr(timers, name).CopyFrom(T.itimer_entry(
-            isec=it.interval_us // 10**6, iusec=it.interval_us % 10**6,
-            vsec=it.value_us // 10**6, vusec=it.value_us % 10**6))
+        getattr(timers, name).CopyFrom(
+            T.itimer_entry(
+                isec=it.interval_us // 10**6,
+                iusec=it.interval_us % 10**6,
+                vsec=it.value_us // 10**6,
+                vusec=it.value_us % 10**6,
+            )
+        )
     for pt in proc.posix_timers:
         timers.posix.add(
-            it_id=pt.timer_id, clock_id=pt.clock_id, si_signo=pt.signal, it_sigev_notify=pt.notify,
-            sival_ptr=pt.sival_ptr, overrun=pt.overrun,
-            isec=pt.interval_ns // 10**9, insec=pt.interval_ns % 10**9,
-            vsec=pt.value_ns // 10**9, vnsec=pt.value_ns % 10**9, notify_thread_id=pt.notify_thread_id)
+            it_id=pt.timer_id,
+            clock_id=pt.clock_id,
+            si_signo=pt.signal,
+            it_sigev_notify=pt.notify,
+            sival_ptr=pt.sival_ptr,
+            overrun=pt.overrun,
+            isec=pt.interval_ns // 10**9,
+            insec=pt.interval_ns % 10**9,
+            vsec=pt.value_ns // 10**9,
+            vnsec=pt.value_ns % 10**9,
+            notify_thread_id=pt.notify_thread_id,
+        )
     for cur, max_ in proc.rlimits:
         tc.rlimits.rlimits.add(cur=cur, max=max_)
     tc.signals_s.SetInParent()
@@ -336,21 +436,28 @@ def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> "T.task_core_ent
     for signo, action in enumerate(proc.sigactions, start=1):
         if signo in (SIGKILL, SIGSTOP):
             continue
-        tc.sigactions.add(sigaction=action.handler, flags=action.flags, restorer=action.restorer,
-                          mask=action.mask, compat_sigaction=False)
+        tc.sigactions.add(
+            sigaction=action.handler,
+            flags=action.flags,
+            restorer=action.restorer,
+            mask=action.mask,
+            compat_sigaction=False,
+        )
     return tc
 
 
-def core(proc: ProcessState, thread: ThreadState, cg_set: int = CRIU_CG_SET) -> "T.core_entry":
+def core(proc: ProcessState, thread: ThreadState, cg_set: int = CRIU_CG_SET) -> T.core_entry:
     leader = thread is proc.threads[0]
-    entry = T.core_entry(mtype=T.core_entry.X86_64, thread_info=thread_info(thread),
-                         thread_core=thread_core(thread, leader))
+    entry = T.core_entry(
+        mtype=T.core_entry.X86_64, thread_info=thread_info(thread), thread_core=thread_core(thread, leader)
+    )
     if leader:
         entry.tc.CopyFrom(task_core(proc, cg_set))
     return entry
 
 
 # --- cgroups ----------------------------------------------------------------------------------
+
 
 class CgroupSets:
     """CRIU's cg_sets: one per distinct set of cgroups a task is in (with cgroup v2 only,
@@ -383,7 +490,7 @@ class CgroupSets:
             siblings = match.children if where == "parent" and match is not None else self.heads
             siblings.append(_CgDir(d))
 
-    def image(self, root_set: int) -> "N.cgroup_entry | None":
+    def image(self, root_set: int) -> N.cgroup_entry | None:
         """cgroup.img, or None when every task is in criu's set (CRIU writes nothing then)."""
         if root_set == CRIU_CG_SET and len(self.ids) == 1:
             return None
@@ -399,10 +506,10 @@ class CgroupSets:
 @dataclasses.dataclass
 class _CgDir:
     dir: CgroupDir
-    children: list["_CgDir"] = dataclasses.field(default_factory=list)
+    children: list[_CgDir] = dataclasses.field(default_factory=list)
 
 
-def _find_dir(path: str, dirs: list[_CgDir]) -> tuple[str, "_CgDir | None"]:
+def _find_dir(path: str, dirs: list[_CgDir]) -> tuple[str, _CgDir | None]:
     for d in dirs:
         if d.dir.path == path:
             return "exact", d
@@ -412,14 +519,14 @@ def _find_dir(path: str, dirs: list[_CgDir]) -> tuple[str, "_CgDir | None"]:
     return "none", None
 
 
-def _perms(p) -> "N.cgroup_perms":
+def _perms(p) -> N.cgroup_perms:
     return N.cgroup_perms(mode=p.mode, uid=p.uid, gid=p.gid)
 
 
-def _cg_dir_entry(node: _CgDir, poff: int) -> "N.cgroup_dir_entry":
+def _cg_dir_entry(node: _CgDir, poff: int) -> N.cgroup_dir_entry:
     path = node.dir.path
     # CRIU's dump_cg_dirs(): the name is the path after the parent's, without the "/"
-    name = path[poff:] if poff == 1 else path[poff + 1:]
+    name = path[poff:] if poff == 1 else path[poff + 1 :]
     entry = N.cgroup_dir_entry(dir_name=name, dir_perms=_perms(node.dir.perms))
     for prop in node.dir.properties:
         p = entry.properties.add(name=prop.name, value=prop.value)
@@ -455,6 +562,7 @@ def vma_status(v: Vma) -> int:
 
 # --- the dump ---------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Written:
     images: int = 0
@@ -463,8 +571,12 @@ class Written:
     files: int = 0
 
 
-def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessState, Path], list],
-               write_shmem_pages: Callable[[SharedMemory, Path], list] | None = None) -> Written:
+def write_dump(
+    dump: DumpSet,
+    directory: Path,
+    write_pages: Callable[[ProcessState, Path], list],
+    write_shmem_pages: Callable[[SharedMemory, Path], list] | None = None,
+) -> Written:
     """Write every image of `dump` into `directory` (which must exist and be empty).
     `write_pages(proc, pages_path)` writes pages-N.img for a process and returns its pagemap
     entries (vaddr, nr_pages, flags); `write_shmem_pages(shm, pages_path)` does the same for
@@ -493,10 +605,27 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     root_ids = T.task_kobj_ids_entry(vm_id=1, files_id=1, fs_id=1, sighand_id=1)
     for name in NS_ORDER:
         setattr(root_ids, f"{name}_ns_id", ns_ids[name])
-    put(images.INVENTORY, [T.inventory_entry(img_version=2, fdinfo_per_id=True, root_ids=root_ids, ns_per_id=True,
-                                             root_cg_set=1, lsmtype=T.NO_LSM, network_lock_method=0)])
-    put(images.PSTREE, [T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid,
-                                       threads=[t.tid for t in p.threads]) for p in dump.processes])
+    put(
+        images.INVENTORY,
+        [
+            T.inventory_entry(
+                img_version=2,
+                fdinfo_per_id=True,
+                root_ids=root_ids,
+                ns_per_id=True,
+                root_cg_set=1,
+                lsmtype=T.NO_LSM,
+                network_lock_method=0,
+            )
+        ],
+    )
+    put(
+        images.PSTREE,
+        [
+            T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid, threads=[t.tid for t in p.threads])
+            for p in dump.processes
+        ],
+    )
 
     files.net_ns_id = lambda inum: ns_id("net", inum)
     cg_sets = CgroupSets(dump)
@@ -505,8 +634,11 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     for proc in dump.processes:
         cg_set = cg_sets.set_of(proc)
         ids = T.task_kobj_ids_entry(
-            vm_id=kobj("vm", proc.mm_key), files_id=kobj("files", proc.files_key),
-            fs_id=kobj("fs", proc.fs_key), sighand_id=kobj("sighand", proc.sighand_key))
+            vm_id=kobj("vm", proc.mm_key),
+            files_id=kobj("files", proc.files_key),
+            fs_id=kobj("fs", proc.fs_key),
+            sighand_id=kobj("sighand", proc.sighand_key),
+        )
         for name in NS_ORDER:
             setattr(ids, f"{name}_ns_id", ns_id(name, getattr(proc.namespaces, name)))
         put(images.IDS, [ids], proc.pid)
@@ -515,16 +647,34 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
 
         mm = proc.mm
         mm_entry = M.mm_entry(
-            mm_start_code=mm.start_code, mm_end_code=mm.end_code, mm_start_data=mm.start_data,
-            mm_end_data=mm.end_data, mm_start_stack=mm.start_stack, mm_start_brk=mm.start_brk, mm_brk=mm.brk,
-            mm_arg_start=mm.arg_start, mm_arg_end=mm.arg_end, mm_env_start=mm.env_start, mm_env_end=mm.env_end,
-            mm_saved_auxv=mm.auxv, dumpable=mm.dumpable, thp_disabled=mm.thp_disabled,
+            mm_start_code=mm.start_code,
+            mm_end_code=mm.end_code,
+            mm_start_data=mm.start_data,
+            mm_end_data=mm.end_data,
+            mm_start_stack=mm.start_stack,
+            mm_start_brk=mm.start_brk,
+            mm_brk=mm.brk,
+            mm_arg_start=mm.arg_start,
+            mm_arg_end=mm.arg_end,
+            mm_env_start=mm.env_start,
+            mm_env_end=mm.env_end,
+            mm_saved_auxv=mm.auxv,
+            dumpable=mm.dumpable,
+            thp_disabled=mm.thp_disabled,
         )
         if mm.exe_file is not None:
             mm_entry.exe_file_id = files.regular(mm.exe_file)
         for vma in mm.vmas:
-            v = mm_entry.vmas.add(start=vma.start, end=vma.end, pgoff=vma.pgoff, shmid=0, prot=vma.prot,
-                                  flags=vma.flags, status=vma_status(vma), fd=-1)
+            v = mm_entry.vmas.add(
+                start=vma.start,
+                end=vma.end,
+                pgoff=vma.pgoff,
+                shmid=0,
+                prot=vma.prot,
+                flags=vma.flags,
+                status=vma_status(vma),
+                fd=-1,
+            )
             if vma.shmem is not None:
                 shmem.map(vma, v)
             elif vma.file is not None:
@@ -545,8 +695,11 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
         fdinfo = []
         for fd in proc.fds:
             fid = files.open_file(fd.file)
-            fdinfo.append(F.fdinfo_entry(id=fid, flags=FD_CLOEXEC if fd.cloexec else 0,
-                                         type=FD_TYPES.get(fd.file.kind, F.REG), fd=fd.fd))
+            fdinfo.append(
+                F.fdinfo_entry(
+                    id=fid, flags=FD_CLOEXEC if fd.cloexec else 0, type=FD_TYPES.get(fd.file.kind, F.REG), fd=fd.fd
+                )
+            )
         files_id = kobj("files", proc.files_key)
         if not (directory / images.FDINFO.filename(files_id)).exists():
             put(images.FDINFO, fdinfo, files_id)
@@ -562,9 +715,10 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     if files.tty_infos:
         put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
     # images whose entries are each followed by raw bytes: pipe and FIFO data, socket queues
-    with_data = [(kind, [(F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size), p.data)
-                         for p in pipes.values()])
-                 for kind, pipes in ((images.PIPES_DATA, files.pipe_data), (images.FIFO_DATA, files.fifo_data))]
+    with_data = [
+        (kind, [(F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size), p.data) for p in pipes.values()])
+        for kind, pipes in ((images.PIPES_DATA, files.pipe_data), (images.FIFO_DATA, files.fifo_data))
+    ]
     with_data.append((images.SK_QUEUES, files.unix.queues))
     for kind, entries in with_data:
         if entries:
@@ -576,9 +730,16 @@ def write_dump(dump: DumpSet, directory: Path, write_pages: Callable[[ProcessSta
     if dump.ipc_namespace is not None:
         write_ipc_namespace(dump.ipc_namespace, ns_id("ipc", dump.ipc_namespace.inum), shmem, put)
     put(images.SECCOMP, [T.seccomp_entry()])
-    put(images.TIMENS, [N.timens_entry(
-        monotonic=N.timespec(tv_sec=dump.monotonic_ns // 10**9, tv_nsec=dump.monotonic_ns % 10**9),
-        boottime=N.timespec(tv_sec=dump.boottime_ns // 10**9, tv_nsec=dump.boottime_ns % 10**9))], 0)
+    put(
+        images.TIMENS,
+        [
+            N.timens_entry(
+                monotonic=N.timespec(tv_sec=dump.monotonic_ns // 10**9, tv_nsec=dump.monotonic_ns % 10**9),
+                boottime=N.timespec(tv_sec=dump.boottime_ns // 10**9, tv_nsec=dump.boottime_ns % 10**9),
+            )
+        ],
+        0,
+    )
     written.page_bytes = written.pages * 4096
     return written
 
@@ -589,22 +750,37 @@ def new_encode_dev(dev: int) -> int:
     return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
 
 
-def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> "F.tty_info_entry":
-    def termios(flags: list[int], cc: bytes) -> "F.termios_entry":
+def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> F.tty_info_entry:
+    def termios(flags: list[int], cc: bytes) -> F.termios_entry:
         # CRIU memcpy()s the NCCS=19 c_cc bytes into the front of its 19-word array; the words
         # after the fifth are whatever its stack held (the diff ignores them)
         packed = list(struct.unpack("<5I", cc[:TERMIOS_NCC].ljust(20, b"\0")))
         # CRIU's TCGETS fills glibc's struct termios, whose speed fields stay 0
-        return F.termios_entry(c_iflag=flags[0], c_oflag=flags[1], c_cflag=flags[2], c_lflag=flags[3],
-                               c_line=flags[4], c_ispeed=0, c_ospeed=0,
-                               c_cc=packed + [0] * (TERMIOS_NCC - len(packed)))
+        return F.termios_entry(
+            c_iflag=flags[0],
+            c_oflag=flags[1],
+            c_cflag=flags[2],
+            c_lflag=flags[3],
+            c_line=flags[4],
+            c_ispeed=0,
+            c_ospeed=0,
+            c_cc=packed + [0] * (TERMIOS_NCC - len(packed)),
+        )
 
     entry = F.tty_info_entry(
-        id=info_id, type=F.PTY, locked=tty.locked, exclusive=tty.exclusive, packet_mode=tty.packet_mode,
-        sid=tty.sid, pgrp=tty.pgrp, rdev=new_encode_dev(tty.rdev), termios=termios(tty.termios, tty.cc),
+        id=info_id,
+        type=F.PTY,
+        locked=tty.locked,
+        exclusive=tty.exclusive,
+        packet_mode=tty.packet_mode,
+        sid=tty.sid,
+        pgrp=tty.pgrp,
+        rdev=new_encode_dev(tty.rdev),
+        termios=termios(tty.termios, tty.cc),
         termios_locked=termios(tty.termios_locked, tty.cc_locked),
-        winsize=F.winsize_entry(ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2],
-                                ws_ypixel=tty.winsize[3]),
+        winsize=F.winsize_entry(
+            ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2], ws_ypixel=tty.winsize[3]
+        ),
     )
     entry.pty.index = tty.index
     entry.dev, entry.uid, entry.gid = new_encode_dev(node.dev), tty.uid, tty.gid
@@ -622,11 +798,11 @@ class UnixSockets:
     in which case it waits and is written right after that peer (CRIU's postponed
     sockets). Queued bytes are saved when a socket is met."""
 
-    def __init__(self, table: "FileTable") -> None:
+    def __init__(self, table: FileTable) -> None:
         self._table = table
         self._seen: set[int] = set()  # socket inodes met
         self._waiting: dict[int, list] = {}  # peer inode -> entries waiting for it
-        self.queues: list[tuple["NET.sk_packet_entry", bytes]] = []
+        self.queues: list[tuple[NET.sk_packet_entry, bytes]] = []
 
     def met(self, fid: int, f: OpenFile) -> None:
         u = f.unix
@@ -647,18 +823,43 @@ class UnixSockets:
             peers = ", ".join(f"socket:[{ino}]" for ino in sorted(self._waiting))
             raise UnsupportedError(f"UNIX sockets are connected to sockets outside the dumped processes ({peers})")
 
-    def _entry(self, fid: int, f: OpenFile) -> "NET.unix_sk_entry":
+    def _entry(self, fid: int, f: OpenFile) -> NET.unix_sk_entry:
         u, o = f.unix, f.unix.options
         opts = NET.sk_opts_entry(
-            so_sndbuf=o.sndbuf, so_rcvbuf=o.rcvbuf, so_snd_tmo_sec=o.snd_timeout[0], so_snd_tmo_usec=o.snd_timeout[1],
-            so_rcv_tmo_sec=o.rcv_timeout[0], so_rcv_tmo_usec=o.rcv_timeout[1], reuseaddr=o.reuseaddr,
-            so_priority=o.priority, so_rcvlowat=o.rcvlowat, so_mark=o.mark, so_passcred=o.passcred,
-            so_passsec=o.passsec, so_dontroute=o.dontroute, so_no_check=o.no_check, so_reuseport=o.reuseport,
-            so_broadcast=o.broadcast, so_keepalive=o.keepalive, so_oobinline=int(o.oobinline),
-            so_buf_lock=o.buf_lock)
-        entry = NET.unix_sk_entry(id=fid, ino=u.ino, type=u.type, state=u.state, flags=f.flags, uflags=0,
-                                  backlog=u.backlog, peer=u.peer, fown=_fown(f.owner), opts=opts, name=u.name,
-                                  ns_id=self._table.net_ns_id(u.net_ns))
+            so_sndbuf=o.sndbuf,
+            so_rcvbuf=o.rcvbuf,
+            so_snd_tmo_sec=o.snd_timeout[0],
+            so_snd_tmo_usec=o.snd_timeout[1],
+            so_rcv_tmo_sec=o.rcv_timeout[0],
+            so_rcv_tmo_usec=o.rcv_timeout[1],
+            reuseaddr=o.reuseaddr,
+            so_priority=o.priority,
+            so_rcvlowat=o.rcvlowat,
+            so_mark=o.mark,
+            so_passcred=o.passcred,
+            so_passsec=o.passsec,
+            so_dontroute=o.dontroute,
+            so_no_check=o.no_check,
+            so_reuseport=o.reuseport,
+            so_broadcast=o.broadcast,
+            so_keepalive=o.keepalive,
+            so_oobinline=int(o.oobinline),
+            so_buf_lock=o.buf_lock,
+        )
+        entry = NET.unix_sk_entry(
+            id=fid,
+            ino=u.ino,
+            type=u.type,
+            state=u.state,
+            flags=f.flags,
+            uflags=0,
+            backlog=u.backlog,
+            peer=u.peer,
+            fown=_fown(f.owner),
+            opts=opts,
+            name=u.name,
+            ns_id=self._table.net_ns_id(u.net_ns),
+        )
         if u.shutdown:
             entry.shutdown = u.shutdown  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
         if u.bound is not None:
@@ -670,6 +871,7 @@ class UnixSockets:
 
 # --- shared memory ----------------------------------------------------------------------------
 
+
 class ShmemImages:
     """What CRIU 3.17's memfd.c writes for VMAs mapping files of its shmem device (shared
     anonymous memory and memfds): one MEMFD file entry per inode (files.img; the VMAs' shmid),
@@ -678,8 +880,14 @@ class ShmemImages:
     mappings of the first process mapping it, before that process's own pages, so its
     contents take the next pages-N number there."""
 
-    def __init__(self, directory: Path, files: FileTable, next_pages_id: Callable[[], int],
-                 write_pages: Callable[[SharedMemory, Path], list] | None, written: Written) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        files: FileTable,
+        next_pages_id: Callable[[], int],
+        write_pages: Callable[[SharedMemory, Path], list] | None,
+        written: Written,
+    ) -> None:
         self.directory = directory
         self.files = files
         self.next_pages_id = next_pages_id
@@ -688,7 +896,7 @@ class ShmemImages:
         self.inodes: dict[int, tuple[int, SharedMemory]] = {}  # ino -> (memfd inode_id, shmem)
         self.file_ids: dict[int, int] = {}  # ino -> MEMFD file entry id
 
-    def map(self, vma: Vma, entry: "M.vma_entry") -> None:
+    def map(self, vma: Vma, entry: M.vma_entry) -> None:
         """Fill in the vma_entry of a VMA mapping a shmem file: its memfd file id and open
         mode; System V segments are named by their shmid (the inode number) instead."""
         shm = vma.shmem
@@ -704,8 +912,9 @@ class ShmemImages:
             return fid
         fid, slot = self.files.reserve()  # the entry comes before what dumping the inode writes
         inode_id = self.dump_inode(shm)
-        self.files.entries[slot] = F.file_entry(type=F.MEMFD, id=fid, memfd=F.memfd_file_entry(
-            id=fid, flags=0, pos=0, fown=_fown(None), inode_id=inode_id))
+        self.files.entries[slot] = F.file_entry(
+            type=F.MEMFD, id=fid, memfd=F.memfd_file_entry(id=fid, flags=0, pos=0, fown=_fown(None), inode_id=inode_id)
+        )
         self.file_ids[shm.ino] = fid
         return fid
 
@@ -727,31 +936,51 @@ class ShmemImages:
         pages_id = self.next_pages_id()
         runs = self.write_pages(shm, self.directory / images.PAGES.filename(pages_id))
         entries = [M.pagemap_entry(vaddr=vaddr, nr_pages=nr, flags=flags) for vaddr, nr, flags in runs]
-        images.write_image(self.directory / images.SHMEM_PAGEMAP.filename(shm.ino), images.SHMEM_PAGEMAP,
-                           [M.pagemap_head(pages_id=pages_id), *entries])
+        images.write_image(
+            self.directory / images.SHMEM_PAGEMAP.filename(shm.ino),
+            images.SHMEM_PAGEMAP,
+            [M.pagemap_head(pages_id=pages_id), *entries],
+        )
         self.written.images += 1
         self.written.pages += sum(nr for _, nr, _ in runs)
 
     def inode_entries(self) -> list:
         """memfd.img: the inodes in the order they were met."""
-        return [F.memfd_inode_entry(name=shm.name, uid=shm.uid, gid=shm.gid, size=shm.size, shmid=shm.ino,
-                                    seals=shm.seals, inode_id=inode_id)
-                for inode_id, shm in sorted(self.inodes.values(), key=lambda t: t[0])]
+        return [
+            F.memfd_inode_entry(
+                name=shm.name,
+                uid=shm.uid,
+                gid=shm.gid,
+                size=shm.size,
+                shmid=shm.ino,
+                seals=shm.seals,
+                inode_id=inode_id,
+            )
+            for inode_id, shm in sorted(self.inodes.values(), key=lambda t: t[0])
+        ]
 
 
-def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemImages,
-                        put: Callable[..., None]) -> None:
+def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemImages, put: Callable[..., None]) -> None:
     """ipc_ns.c dump_ipc_ns, run after every task is dumped: ipcns-var (the sysctls),
     ipcns-shm (one entry per segment, in_pagemaps) and each segment's contents as
     pagemap-shmem-<shmid>.img, taking the next pages-N numbers. No message queues or
     semaphore sets (extraction refuses them), so, like CRIU, no ipcns-msg/ipcns-sem."""
     var = N.ipc_var_entry(
-        sem_ctls=ns.sem_ctls, msg_ctlmax=ns.msg_ctlmax, msg_ctlmnb=ns.msg_ctlmnb, msg_ctlmni=ns.msg_ctlmni,
+        sem_ctls=ns.sem_ctls,
+        msg_ctlmax=ns.msg_ctlmax,
+        msg_ctlmnb=ns.msg_ctlmnb,
+        msg_ctlmni=ns.msg_ctlmni,
         auto_msgmni=0,  # kernel.auto_msgmni is a no-op since 4.x and always reads 0
-        shm_ctlmax=ns.shm_ctlmax, shm_ctlall=ns.shm_ctlall, shm_ctlmni=ns.shm_ctlmni,
-        shm_rmid_forced=ns.shm_rmid_forced, mq_queues_max=ns.mq_queues_max, mq_msg_max=ns.mq_msg_max,
-        mq_msgsize_max=ns.mq_msgsize_max, mq_msg_default=ns.mq_msg_default,
-        mq_msgsize_default=ns.mq_msgsize_default)
+        shm_ctlmax=ns.shm_ctlmax,
+        shm_ctlall=ns.shm_ctlall,
+        shm_ctlmni=ns.shm_ctlmni,
+        shm_rmid_forced=ns.shm_rmid_forced,
+        mq_queues_max=ns.mq_queues_max,
+        mq_msg_max=ns.mq_msg_max,
+        mq_msgsize_max=ns.mq_msgsize_max,
+        mq_msg_default=ns.mq_msg_default,
+        mq_msgsize_default=ns.mq_msgsize_default,
+    )
     for name in ("msg_next_id", "sem_next_id", "shm_next_id"):
         if getattr(ns, name) is not None:
             setattr(var, name, getattr(ns, name))
@@ -760,10 +989,15 @@ def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemIma
         return  # CRIU opens its images lazily: no segment, no ipcns-shm
     entries = []
     for seg in ns.shm_segments:
-        entries.append(N.ipc_shm_entry(
-            desc=N.ipc_desc_entry(key=seg.key, uid=seg.uid, gid=seg.gid, cuid=seg.cuid, cgid=seg.cgid,
-                                  mode=seg.mode, id=seg.id),
-            size=seg.size, in_pagemaps=True))
+        entries.append(
+            N.ipc_shm_entry(
+                desc=N.ipc_desc_entry(
+                    key=seg.key, uid=seg.uid, gid=seg.gid, cuid=seg.cuid, cgid=seg.cgid, mode=seg.mode, id=seg.id
+                ),
+                size=seg.size,
+                in_pagemaps=True,
+            )
+        )
         # dump_one_sysv_shmem scans round_up(shm_segsz, PAGE_SIZE) bytes
         shmem.write_contents(seg.contents)
     put(images.IPCNS_SHM, entries, ns_image_id)

@@ -66,12 +66,23 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
     IgnoreRule("core.tc.timers.posix[*].overrun", "overrun count keeps growing while the timer runs"),
     IgnoreRule("files.tfd.vsec", "timerfd time remaining depends on the instant of the dump"),
     IgnoreRule("files.tfd.vnsec", "timerfd time remaining depends on the instant of the dump"),
-    IgnoreRule("pagemap.pages.rseq_cpu_id", "the kernel rewrites rseq cpu_id_start/cpu_id/node_id/mm_cid when criu's "
-               "parasite runs the task; a memory snapshot keeps the values of the moment"),
-    *(IgnoreRule(f"tty-info.{t}.c_cc[{i}]", "criu copies the 19 c_cc bytes into the front of its 19-word array; "
-                 "the later words are whatever its memory held")
-      for t in ("termios", "termios_locked") for i in range(5, 19)),
-    IgnoreRule("timens", "CLOCK_MONOTONIC/BOOTTIME readings taken at dump time, from which restore derives the offsets"),
+    IgnoreRule(
+        "pagemap.pages.rseq_cpu_id",
+        "the kernel rewrites rseq cpu_id_start/cpu_id/node_id/mm_cid when criu's "
+        "parasite runs the task; a memory snapshot keeps the values of the moment",
+    ),
+    *(
+        IgnoreRule(
+            f"tty-info.{t}.c_cc[{i}]",
+            "criu copies the 19 c_cc bytes into the front of its 19-word array; "
+            "the later words are whatever its memory held",
+        )
+        for t in ("termios", "termios_locked")
+        for i in range(5, 19)
+    ),
+    IgnoreRule(
+        "timens", "CLOCK_MONOTONIC/BOOTTIME readings taken at dump time, from which restore derives the offsets"
+    ),
     IgnoreRule("pagemap.head.pages_id", "names pages-N.img, a dump-local counter; pages are compared by content"),
 )
 
@@ -113,7 +124,9 @@ ID_FIELDS: dict[tuple[str, str], str] = {
     **{("task_kobj_ids_entry", f): f[: -len("_id")] for f in KOBJ_FIELDS},
 }
 FILE_SUBMESSAGES = tuple(
-    f.message_type.name for f in images.FILES.message.DESCRIPTOR.fields if f.message_type is not None  # type: ignore[union-attr]
+    f.message_type.name
+    for f in images.FILES.message.DESCRIPTOR.fields
+    if f.message_type is not None  # type: ignore[union-attr]
 )
 for _m in FILE_SUBMESSAGES:
     ID_FIELDS[(_m, "id")] = "file"
@@ -361,9 +374,7 @@ def _pair(ours: list[Any], theirs: list[Any], key: str | None) -> list[tuple[str
             label = {repr(k): str(k) for k in ko + kt}
             return [(f"{key}={label[r]}", mo.get(r, ABSENT), mt.get(r, ABSENT)) for r in order]
     n = max(len(ours), len(theirs))
-    return [
-        (str(i), ours[i] if i < len(ours) else ABSENT, theirs[i] if i < len(theirs) else ABSENT) for i in range(n)
-    ]
+    return [(str(i), ours[i] if i < len(ours) else ABSENT, theirs[i] if i < len(theirs) else ABSENT) for i in range(n)]
 
 
 def _entries(img: images.Image, ids: IdMap) -> list[dict[str, Any]]:
@@ -430,8 +441,9 @@ def _only_in(vaddr: int, a: bytes, b: bytes, windows: list[tuple[int, int]]) -> 
     return all(any(lo <= vaddr + i < hi for lo, hi in windows) for i in range(len(a)) if a[i] != b[i])
 
 
-def _compare_pages(c: _Collector, cname: str, pid: int, ours: ImageDir, theirs: ImageDir,
-                   kind: ImageKind = images.PAGEMAP) -> None:
+def _compare_pages(
+    c: _Collector, cname: str, pid: int, ours: ImageDir, theirs: ImageDir, kind: ImageKind = images.PAGEMAP
+) -> None:
     po = {p.vaddr: p for p in ours.pages(pid, kind)}
     path = "pagemap.pages"
     # a shmem file's pages (kind SHMEM_PAGEMAP, `pid` its inode) hold no thread's rseq area

@@ -129,9 +129,15 @@ IPCNS_VAR = _k("ipcns-var", "IPC_VAR", 0x53115007, ns_pb.ipc_var_entry, "ipcns-v
 IPCNS_SHM = _k("ipcns-shm", "IPCNS_SHM", 0x46283044, ns_pb.ipc_shm_entry, "ipcns-shm-{id}.img")
 MOUNTPOINTS = _k("mountpoints", "MNTS", 0x55563928, ns_pb.mnt_entry, "mountpoints-{id}.img")
 NETNS = _k("netns", "NETNS", 0x55933752, net_pb.netns_entry, "netns-{id}.img", single=True)
-PIPES_DATA = _k("pipes-data", "PIPES_DATA", 0x56453709, files_pb.pipe_data_entry, "pipes-data.img", payload_fields=("bytes",))
-FIFO_DATA = _k("fifo-data", "FIFO_DATA", 0x59333054, files_pb.pipe_data_entry, "fifo-data.img", payload_fields=("bytes",))
-SK_QUEUES = _k("sk-queues", "SK_QUEUES", 0x56264026, net_pb.sk_packet_entry, "sk-queues.img", payload_fields=("length",))
+PIPES_DATA = _k(
+    "pipes-data", "PIPES_DATA", 0x56453709, files_pb.pipe_data_entry, "pipes-data.img", payload_fields=("bytes",)
+)
+FIFO_DATA = _k(
+    "fifo-data", "FIFO_DATA", 0x59333054, files_pb.pipe_data_entry, "fifo-data.img", payload_fields=("bytes",)
+)
+SK_QUEUES = _k(
+    "sk-queues", "SK_QUEUES", 0x56264026, net_pb.sk_packet_entry, "sk-queues.img", payload_fields=("length",)
+)
 TCP_STREAM = _k(
     "tcp-stream", "TCP_STREAM", 0x51465506, net_pb.tcp_stream_entry, "tcp-stream-{id}.img",
     single=True, payload_fields=("inq_len", "outq_len"),
@@ -197,8 +203,9 @@ MEMFD_INODE = KINDS_BY_NAME["memfd"]
 #: its inode number; vaddr is the offset in the file. magic.h: SHMEM_PAGEMAP_MAGIC is
 #: PAGEMAP_MAGIC, and crit shows them as PAGEMAP: a pagemap by another file name, which
 #: decode_image tells by that name. Kept out of KINDS, whose magics are unique.
-SHMEM_PAGEMAP = _k("pagemap", "PAGEMAP", PAGEMAP.magic, mm_pb.pagemap_entry, "pagemap-shmem-{id}.img",
-                   head=mm_pb.pagemap_head)
+SHMEM_PAGEMAP = _k(
+    "pagemap", "PAGEMAP", PAGEMAP.magic, mm_pb.pagemap_entry, "pagemap-shmem-{id}.img", head=mm_pb.pagemap_head
+)
 
 # Files an image directory may hold that are not images (criu's logs).
 NOT_IMAGES = re.compile(r".*\.log|.*\.json|.*\.txt")

@@ -161,7 +161,9 @@ def message_to_dict(
     return out
 
 
-def _convert(msg: Message, field: FieldDescriptor, v: Any, style: Style, substitute: Substitute | None, hexed: bool) -> Any:
+def _convert(
+    msg: Message, field: FieldDescriptor, v: Any, style: Style, substitute: Substitute | None, hexed: bool
+) -> Any:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         return message_to_dict(v, style, substitute=substitute, _hexed=hexed)
     if substitute is not None and isinstance(v, int) and not isinstance(v, bool):

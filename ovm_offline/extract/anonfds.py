@@ -1,7 +1,7 @@
 """eventfd, signalfd, timerfd and epoll files held by a dumped process, as CRIU saves them.
 
 `attach_anon_fds` gives every `OpenFile` of kind "eventfd", "signalfd", "timerfd" or
-"eventpoll" its state (ovm_offline.kernel.anonfds): what the file's /proc fdinfo shows,
+"eventpoll" its state (ovm_offline.kernel.fs.anonfds): what the file's /proc fdinfo shows,
 which is what CRIU 3.17 copies into its images. A file shared by several processes gets
 its state once, from the first process that holds it (as CRIU dumps it once).
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
-from ..kernel.anonfds import (
+from ..kernel.fs.anonfds import (
     epitem_event,
     epitem_target,
     eventfd_count,
@@ -35,12 +35,12 @@ from ..kernel.anonfds import (
     timerfd_settime_flags,
     timerfd_ticks,
 )
-from ..kernel.dcache import inode_ino, inode_sb_dev
-from ..kernel.fdtable import file_inode_ptr, file_pos
+from ..kernel.fs.dcache import inode_ino, inode_sb_dev
+from ..kernel.fs.fdtable import file_inode_ptr, file_pos
 from ..state import EpollState, EpollTarget, EventfdState, Fd, SignalfdState, TimerfdState
 
 if TYPE_CHECKING:
-    from ..kernel.memory import Program
+    from ..kernel.core.memory import Program
 
 #: OpenFile.kind -> the OpenFile field its state goes to
 ANON_FD_KINDS = {"eventfd": "eventfd", "signalfd": "signalfd", "timerfd": "timerfd", "eventpoll": "epoll"}
@@ -60,9 +60,13 @@ def signalfd_state(file) -> SignalfdState:
 def timerfd_state(file) -> TimerfdState:
     """The `TimerfdState` of a timerfd's ``struct file *``, time left as of the snapshot."""
     ctx = timerfd_ctx_of(file)
-    return TimerfdState(clock_id=timerfd_clockid(ctx), ticks=timerfd_ticks(ctx),
-                        settime_flags=timerfd_settime_flags(ctx), value_ns=timerfd_remaining_ns(ctx),
-                        interval_ns=timerfd_interval_ns(ctx))
+    return TimerfdState(
+        clock_id=timerfd_clockid(ctx),
+        ticks=timerfd_ticks(ctx),
+        settime_flags=timerfd_settime_flags(ctx),
+        value_ns=timerfd_remaining_ns(ctx),
+        interval_ns=timerfd_interval_ns(ctx),
+    )
 
 
 class EpollTargetNotSaved(UnsupportedError):
@@ -80,11 +84,15 @@ def epoll_state(file, fds: list[Fd]) -> EpollState:
             raise EpollTargetNotSaved(
                 f"an epoll watching fd {tfd}, which is {'not open' if tfd not in saved else 'open on another file'}"
                 " among the saved fds (closed, replaced, or of a kind that cannot be saved); "
-                "ovm-offline cannot save such an epoll yet")
+                "ovm-offline cannot save such an epoll yet"
+            )
         events, data = epitem_event(epi)
         inode = file_inode_ptr(tfile)
-        targets.append(EpollTarget(fd=tfd, events=events, data=data, dev=inode_sb_dev(inode),
-                                   ino=inode_ino(inode), pos=file_pos(tfile)))
+        targets.append(
+            EpollTarget(
+                fd=tfd, events=events, data=data, dev=inode_sb_dev(inode), ino=inode_ino(inode), pos=file_pos(tfile)
+            )
+        )
     return EpollState(targets=targets)
 
 
@@ -92,8 +100,7 @@ def _guest_data(pid: int, fd: Fd, e: GuestDataError) -> GuestDataError:
     return GuestDataError(f"pid {pid} fd {fd.fd} ({fd.file.identity.path}): {e}")
 
 
-def attach_anon_fds(prog: "Program", fds: list[Fd], *, pid: int, comm: str,
-                    unsupported: list[str] | None = None) -> None:
+def attach_anon_fds(prog: Program, fds: list[Fd], *, pid: int, comm: str, unsupported: list[str] | None = None) -> None:
     """Fill the eventfd / signalfd / timerfd / epoll state of the saved fds `fds` of
     process `pid` (`comm` for messages). Epolls come last, their targets looked up in
     `fds`. A file that cannot be saved (a semaphore eventfd, an epoll watching a file not

@@ -3,11 +3,11 @@ finds the same files; read from the guest's page cache."""
 
 from __future__ import annotations
 
-from ..kernel.fdtable import for_each_file, task_files
-from ..kernel.memory import Program
-from ..kernel.mm import for_each_vma
-from ..kernel.objects import Struct
-from ..kernel.pagecache import inode_build_id
+from ..kernel.core.memory import Program
+from ..kernel.core.objects import Struct
+from ..kernel.fs.fdtable import for_each_file, task_files
+from ..kernel.mm.mmap import for_each_vma
+from ..kernel.mm.pagecache import inode_build_id
 from ..state import FileIdentity, ProcessState
 
 S_IFMT, S_IFREG = 0o170000, 0o100000

@@ -23,13 +23,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError
-from ..kernel.cgroup import cgroup_path, kernfs_name, task_dfl_cgroup
-from ..kernel.list import list_for_each_entry
-from ..kernel.objects import Pointer, Struct
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.ds.list import list_for_each_entry
+from ..kernel.ns.cgroup import cgroup_path, kernfs_name, task_dfl_cgroup
 from ..state import CgroupDir, CgroupPerms, CgroupProperty
 
 if TYPE_CHECKING:
-    from ..kernel.memory import Program
+    from ..kernel.core.memory import Program
 
 MAX_CGROUP_DIRS = 1 << 16
 MAX_CGROUP_DEPTH = 1024
@@ -61,12 +61,18 @@ def _kernfs_order(kn: Pointer) -> tuple[int, int, bytes]:
     return kn.hash, int(kn.ns), kernfs_name(kn).encode("utf-8", "surrogateescape")
 
 
-def cgroup_children(prog: "Program", cgrp: Pointer | Struct) -> list[Pointer]:
+def cgroup_children(prog: Program, cgrp: Pointer | Struct) -> list[Pointer]:
     """The live child ``struct cgroup *``s of a cgroup, in readdir order."""
     css = cgrp.self
     children = []
-    for child in list_for_each_entry(prog, "cgroup_subsys_state", css.children.address_of_(), "sibling",
-                                     name=f"children of cgroup 0x{css.address_:x}", limit=MAX_CGROUP_DIRS):
+    for child in list_for_each_entry(
+        prog,
+        "cgroup_subsys_state",
+        css.children.address_of_(),
+        "sibling",
+        name=f"children of cgroup 0x{css.address_:x}",
+        limit=MAX_CGROUP_DIRS,
+    ):
         # cgroup->self is the cgroup's own css: the css of a cgroup is at its start
         child = child.cgroup
         if not child:
@@ -77,7 +83,7 @@ def cgroup_children(prog: "Program", cgrp: Pointer | Struct) -> list[Pointer]:
     return sorted(children, key=lambda c: _kernfs_order(c.kn))
 
 
-def cgroup_dir(prog: "Program", cgrp: Pointer) -> CgroupDir:
+def cgroup_dir(prog: Program, cgrp: Pointer) -> CgroupDir:
     """The `CgroupDir` of a ``struct cgroup *`` and the cgroups below it."""
     count = 0
 
@@ -85,8 +91,10 @@ def cgroup_dir(prog: "Program", cgrp: Pointer) -> CgroupDir:
         nonlocal count
         count += 1
         if count > MAX_CGROUP_DIRS or depth > MAX_CGROUP_DEPTH:
-            raise GuestDataError(f"cgroup {cgroup_path(cgrp)} has more than {MAX_CGROUP_DIRS} cgroups below it "
-                                 f"or is nested deeper than {MAX_CGROUP_DEPTH}")
+            raise GuestDataError(
+                f"cgroup {cgroup_path(cgrp)} has more than {MAX_CGROUP_DIRS} cgroups below it "
+                f"or is nested deeper than {MAX_CGROUP_DEPTH}"
+            )
         kn = c.kn
         if not kn:
             raise GuestDataError(f"cgroup at 0x{int(c):x} has no kernfs node")
@@ -100,7 +108,7 @@ def cgroup_dir(prog: "Program", cgrp: Pointer) -> CgroupDir:
     return walk(cgrp, 0)
 
 
-def task_cgroup_dir(prog: "Program", task: Struct) -> CgroupDir | None:
+def task_cgroup_dir(prog: Program, task: Struct) -> CgroupDir | None:
     """The `CgroupDir` of a task's cgroup on the v2 hierarchy (None if it has no css_set)."""
     cgrp = task_dfl_cgroup(task)
     return cgroup_dir(prog, cgrp) if cgrp is not None else None

@@ -24,8 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError
-from ..kernel import dcache
-from ..kernel.fdtable import (
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.fs import dcache
+from ..kernel.fs.fdtable import (
     O_CLOEXEC,
     cloexec_fds,
     file_flags,
@@ -37,11 +38,8 @@ from ..kernel.fdtable import (
     for_each_file,
     task_files,
 )
-from ..kernel.fs import fs_pwd, fs_root, fs_umask, task_fs
-from ..kernel.objects import Pointer, Struct
-from ..kernel.pid import pid_nr_ns, pid_type
-from ..kernel.tasks import task_pid
-from ..kernel.tty import (
+from ..kernel.fs.fs_struct import fs_pwd, fs_root, fs_umask, task_fs
+from ..kernel.fs.tty import (
     TTY_EXCLUSIVE,
     TTY_PTY_LOCK,
     file_tty,
@@ -57,10 +55,12 @@ from ..kernel.tty import (
     tty_test_flag,
     tty_winsize,
 )
+from ..kernel.task.pid import pid_nr_ns, pid_type
+from ..kernel.task.tasks import task_pid
 from ..state import Fd, FileIdentity, FsState, OpenFile, Owner, TtyState
 
 if TYPE_CHECKING:
-    from ..kernel.memory import Program
+    from ..kernel.core.memory import Program
 
 # include/uapi/asm-generic/fcntl.h: struct f_owner_ex types
 F_OWNER_TID = 0
@@ -68,8 +68,9 @@ F_OWNER_PID = 1
 F_OWNER_PGRP = 2
 
 
-def extract_files(prog: "Program", task: Struct, pid_ns: Pointer | Struct, *,
-                  cache: dict[int, OpenFile] | None = None) -> list[Fd]:
+def extract_files(
+    prog: Program, task: Struct, pid_ns: Pointer | Struct, *, cache: dict[int, OpenFile] | None = None
+) -> list[Fd]:
     """The open fds of a ``struct task_struct`` (its files_struct, shared by its threads),
     ascending. `pid_ns` is the dumped tree's ``struct pid_namespace``: owner, session
     and process-group numbers are given as seen there. `cache` maps file addresses to
@@ -92,14 +93,19 @@ def extract_files(prog: "Program", task: Struct, pid_ns: Pointer | Struct, *,
     return out
 
 
-def open_file(prog: "Program", file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> OpenFile:
+def open_file(prog: Program, file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> OpenFile:
     """The `OpenFile` of one ``struct file *`` held by `task`."""
     try:
         kind = file_kind(file)
         identity = dcache.file_identity(file)
-        of = OpenFile(key=int(file), kind=kind, identity=identity,
-                      flags=file_flags(file) & ~O_CLOEXEC, pos=file_pos(file),
-                      owner=file_owner_state(file, pid_ns))
+        of = OpenFile(
+            key=int(file),
+            kind=kind,
+            identity=identity,
+            flags=file_flags(file) & ~O_CLOEXEC,
+            pos=file_pos(file),
+            owner=file_owner_state(file, pid_ns),
+        )
         if kind == "tty":
             of.tty = tty_state(file, task, pid_ns)
     except GuestDataError as e:
@@ -119,8 +125,11 @@ def file_owner_state(file: Pointer, pid_ns: Pointer | Struct) -> Owner:
         return Owner()
     prog = file.prog_
     ptype = fown.pid_type
-    f_owner_type = {pid_type(prog, "PIDTYPE_PID"): F_OWNER_TID, pid_type(prog, "PIDTYPE_TGID"): F_OWNER_PID,
-                    pid_type(prog, "PIDTYPE_PGID"): F_OWNER_PGRP}.get(ptype)
+    f_owner_type = {
+        pid_type(prog, "PIDTYPE_PID"): F_OWNER_TID,
+        pid_type(prog, "PIDTYPE_TGID"): F_OWNER_PID,
+        pid_type(prog, "PIDTYPE_PGID"): F_OWNER_PGRP,
+    }.get(ptype)
     if f_owner_type is None:
         raise GuestDataError(f"fown_struct at 0x{fown.address_:x} has impossible pid_type {ptype}")
     return Owner(uid=fown.uid.val, euid=fown.euid.val, signum=fown.signum, pid_type=f_owner_type, pid=pid)
@@ -169,11 +178,17 @@ def path_identity(path: Struct) -> FileIdentity:
     inode = dentry.d_inode
     if not inode:
         raise GuestDataError(f"struct path at 0x{path.address_:x}: dentry 0x{int(dentry):x} has no inode")
-    return FileIdentity(path=info.path, dev=dcache.inode_sb_dev(inode), ino=dcache.inode_ino(inode),
-                        size=dcache.inode_size(inode), mode=dcache.inode_mode(inode), deleted=info.unlinked)
+    return FileIdentity(
+        path=info.path,
+        dev=dcache.inode_sb_dev(inode),
+        ino=dcache.inode_ino(inode),
+        size=dcache.inode_size(inode),
+        mode=dcache.inode_mode(inode),
+        deleted=info.unlinked,
+    )
 
 
-def extract_fs(prog: "Program", task: Struct) -> FsState:
+def extract_fs(prog: Program, task: Struct) -> FsState:
     """cwd, root and umask of a ``struct task_struct`` (its fs_struct)."""
     fs = task_fs(task)
     if fs is None:

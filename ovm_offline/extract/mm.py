@@ -36,11 +36,14 @@ restore, where a missing private page reads as zeros).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import GuestDataError, UnsupportedError
-from ..kernel import dcache
-from ..kernel.mm import (
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.core.paging import PAGE_SIZE, PTE_PRESENT, NonPresent, Run
+from ..kernel.fs import dcache
+from ..kernel.mm.mmap import (
     VM_DONTCOPY,
     VM_DONTDUMP,
     VM_EXEC,
@@ -77,14 +80,12 @@ from ..kernel.mm import (
     vma_special_mapping_name,
     zero_page_pfn,
 )
-from ..kernel.objects import Pointer, Struct
-from .shmem import shared_memory_of
-from ..kernel.paging import PAGE_SIZE, PTE_PRESENT, NonPresent, Run
-from ..kernel.tasks import task_comm
+from ..kernel.task.tasks import task_comm
 from ..state import FileIdentity, MmState, PageRun, Vma
+from .shmem import shared_memory_of
 
 if TYPE_CHECKING:
-    from ..kernel.memory import Program
+    from ..kernel.core.memory import Program
 
 # include/uapi/asm-generic/mman-common.h, arch/x86/include/uapi/asm/mman.h
 PROT_READ = 0x1
@@ -133,10 +134,14 @@ _MAP_BITS = (
 
 # ------------------------------------------------------------------------- VMAs
 
+
 def vm_prot(flags: int) -> int:
     """PROT_* of vm_flags (the rwx of /proc/PID/maps)."""
-    return (PROT_READ if flags & VM_READ else 0) | (PROT_WRITE if flags & VM_WRITE else 0) | \
-        (PROT_EXEC if flags & VM_EXEC else 0)
+    return (
+        (PROT_READ if flags & VM_READ else 0)
+        | (PROT_WRITE if flags & VM_WRITE else 0)
+        | (PROT_EXEC if flags & VM_EXEC else 0)
+    )
 
 
 def vm_madvise(flags: int) -> int:
@@ -201,8 +206,7 @@ def vma_to_state(vma: Struct, mm: Struct) -> Vma:
             kind = "anon"
     shared = bool(flags & VM_MAYSHARE)
     if flags & (VM_IO | VM_PFNMAP) and kind != "vvar" and not (f is not None and shared):
-        raise UnsupportedError(f"VMA 0x{start:x}-0x{end:x} is VM_IO/VM_PFNMAP (a device mapping):"
-                               " CRIU cannot dump it")
+        raise UnsupportedError(f"VMA 0x{start:x}-0x{end:x} is VM_IO/VM_PFNMAP (a device mapping): CRIU cannot dump it")
     return Vma(
         start=start,
         end=end,
@@ -223,8 +227,9 @@ def vsyscall_vma(mm: Struct) -> Vma | None:
     g = gate_vma(mm)
     if g is None:
         return None
-    return Vma(start=g.start, end=g.end, pgoff=0, prot=vm_prot(g.flags),
-               flags=MAP_PRIVATE | MAP_ANONYMOUS, kind="vsyscall")
+    return Vma(
+        start=g.start, end=g.end, pgoff=0, prot=vm_prot(g.flags), flags=MAP_PRIVATE | MAP_ANONYMOUS, kind="vsyscall"
+    )
 
 
 def criu_dumps_pages_of(v: Vma, task_size: int) -> bool:
@@ -241,11 +246,16 @@ def criu_lazy_allowed(thread_sps: Iterable[int]) -> bool:
 
 def criu_can_be_lazy(v: Vma) -> bool:
     """vma_entry_can_be_lazy: private anonymous, not locked, vdso, vsyscall or hugetlb."""
-    return bool(v.flags & MAP_ANONYMOUS and v.flags & MAP_PRIVATE and not v.flags & (MAP_LOCKED | MAP_HUGETLB)
-                and v.kind not in ("vdso", "vsyscall"))
+    return bool(
+        v.flags & MAP_ANONYMOUS
+        and v.flags & MAP_PRIVATE
+        and not v.flags & (MAP_LOCKED | MAP_HUGETLB)
+        and v.kind not in ("vdso", "vsyscall")
+    )
 
 
 # ------------------------------------------------------------------------- pages
+
 
 class _Counters:
     __slots__ = ("swapped", "zero")
@@ -268,8 +278,9 @@ def _cut(runs: Iterable[tuple[int, int, int]], lo: int, hi: int) -> Iterator[tup
             yield v + d, hi, n - d
 
 
-def _without_zero_pages(run: Run, zero_pa: int, huge: tuple[int, int] | None,
-                        counters: _Counters) -> Iterator[tuple[int, int, int]]:
+def _without_zero_pages(
+    run: Run, zero_pa: int, huge: tuple[int, int] | None, counters: _Counters
+) -> Iterator[tuple[int, int, int]]:
     v, p, n = run
     pieces: Iterable[tuple[int, int, int]] = ((v, p, n),)
     if p <= zero_pa < p + n:
@@ -281,7 +292,7 @@ def _without_zero_pages(run: Run, zero_pa: int, huge: tuple[int, int] | None,
     return iter(list(pieces))
 
 
-def _anon_pieces(prog: "Program", v: int, p: int, n: int) -> Iterator[tuple[int, int, int]]:
+def _anon_pieces(prog: Program, v: int, p: int, n: int) -> Iterator[tuple[int, int, int]]:
     """The PageAnon sub-runs of a run in a private file mapping."""
     flags = pages_anon(prog, p >> 12, n >> 12)
     i = 0
@@ -297,7 +308,7 @@ def _anon_pieces(prog: "Program", v: int, p: int, n: int) -> Iterator[tuple[int,
         i = j
 
 
-def _vdso_pages(prog: "Program", pt, v: Vma, mm: Struct) -> Iterator[tuple[int, int, int]]:
+def _vdso_pages(prog: Program, pt, v: Vma, mm: Struct) -> Iterator[tuple[int, int, int]]:
     """Every page of the [vdso] VMA: mapped ones from the page tables, the others from
     the vDSO image (vdso_fault maps page i to image->data + i pages)."""
     image = mm_vdso_image(mm)
@@ -310,7 +321,7 @@ def _vdso_pages(prog: "Program", pt, v: Vma, mm: Struct) -> Iterator[tuple[int, 
         yield va, pa & ~(PAGE_SIZE - 1), PAGE_SIZE
 
 
-def _first_exec_page(prog: "Program", pt, vma: Struct, v: Vma, zero_pa: int) -> int | None:
+def _first_exec_page(prog: Program, pt, vma: Struct, v: Vma, zero_pa: int) -> int | None:
     """Physical address of the first page of the VMA compel pokes its syscall into, as
     it is after the COW: the mapped page, the page-cache page of an unmapped file page,
     or the zero page for untouched anonymous memory."""
@@ -336,9 +347,15 @@ def _merge(runs: Iterable[PageRun]) -> list[PageRun]:
     return out
 
 
-def select_pages(prog: "Program", mm: Struct, vmas: list[tuple[Struct | None, Vma]], *,
-                 lazy_ok: bool, criu_compat: bool = True,
-                 skip_huge_zero: bool = False) -> tuple[list[PageRun], int, int]:
+def select_pages(
+    prog: Program,
+    mm: Struct,
+    vmas: list[tuple[Struct | None, Vma]],
+    *,
+    lazy_ok: bool,
+    criu_compat: bool = True,
+    skip_huge_zero: bool = False,
+) -> tuple[list[PageRun], int, int]:
     """The pages CRIU would save for these (kernel VMA, Vma) pairs, in ascending order,
     with the counts of zero-page and swapped-out pages skipped. `lazy_ok` is False when
     a thread's SP is page-aligned (CRIU's is_stack quirk)."""
@@ -365,14 +382,17 @@ def select_pages(prog: "Program", mm: Struct, vmas: list[tuple[Struct | None, Vm
                 for item in pt.walk(v.start, v.end):
                     if isinstance(item, NonPresent):
                         if item.level > 1 and item.entry & PTE_PRESENT:
-                            raise GuestDataError(f"page table of 0x{item.vaddr:x} (VMA 0x{v.start:x}-0x{v.end:x})"
-                                                 f" points outside guest memory")
+                            raise GuestDataError(
+                                f"page table of 0x{item.vaddr:x} (VMA 0x{v.start:x}-0x{v.end:x})"
+                                f" points outside guest memory"
+                            )
                         counters.swapped += item.size // PAGE_SIZE
                         continue
                     for piece in _without_zero_pages(item, zero_pa, huge, counters):
                         if not prog.runs.contains(piece[1], piece[2]):
-                            raise GuestDataError(f"user page 0x{piece[0]:x} maps physical 0x{piece[1]:x},"
-                                                 " outside guest RAM")
+                            raise GuestDataError(
+                                f"user page 0x{piece[0]:x} maps physical 0x{piece[1]:x}, outside guest RAM"
+                            )
                         if file_private:
                             found.extend(_anon_pieces(prog, *piece))
                         else:
@@ -383,8 +403,9 @@ def select_pages(prog: "Program", mm: Struct, vmas: list[tuple[Struct | None, Vm
     return _merge(pages), counters.zero, counters.swapped
 
 
-def _with_first_page(prog: "Program", pt, kvma: Struct, v: Vma, zero_pa: int,
-                     found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+def _with_first_page(
+    prog: Program, pt, kvma: Struct, v: Vma, zero_pa: int, found: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
     if found and found[0][0] == v.start:
         return found
     pa = _first_exec_page(prog, pt, kvma, v, zero_pa)
@@ -395,6 +416,7 @@ def _with_first_page(prog: "Program", pt, kvma: Struct, v: Vma, zero_pa: int,
 
 # ------------------------------------------------------------------------- the mm
 
+
 class MmBusyError(GuestDataError):
     """The address space was being changed when memory was captured (its mmap_lock held
     for write): its page tables may be mid-update, so the pages cannot be trusted."""
@@ -402,15 +424,22 @@ class MmBusyError(GuestDataError):
 
 def thread_stack_pointers(task: Struct) -> list[int]:
     """The user stack pointer of every thread of a process (their saved pt_regs)."""
-    from ..kernel.regs import task_pt_regs
-    from ..kernel.tasks import for_each_thread
+    from ..kernel.cpu.regs import task_pt_regs
+    from ..kernel.task.tasks import for_each_thread
 
     return [task_pt_regs(t).sp & ((1 << 64) - 1) for t in for_each_thread(task)]
 
 
-def extract_mm(prog: "Program", task: Struct, *, thread_sps: list[int] | None = None,
-               criu_compat: bool = True, skip_huge_zero: bool = False,
-               allow_busy: bool = False, shmem_cache: dict | None = None) -> MmState:
+def extract_mm(
+    prog: Program,
+    task: Struct,
+    *,
+    thread_sps: list[int] | None = None,
+    criu_compat: bool = True,
+    skip_huge_zero: bool = False,
+    allow_busy: bool = False,
+    shmem_cache: dict | None = None,
+) -> MmState:
     """The memory of a ``struct task_struct`` (a thread-group leader with an mm) as an
     `MmState`: VMAs, mm fields, auxv (cut to CRIU's 44 words) and the page runs CRIU
     3.17 would save. `thread_sps` are the threads' user stack pointers (read from their
@@ -426,9 +455,11 @@ def extract_mm(prog: "Program", task: Struct, *, thread_sps: list[int] | None = 
     if not allow_busy:
         owner = mmap_write_owner(mm)
         if owner is not None:
-            raise MmBusyError(f"pid {task.pid}: its address space was being changed by"
-                              f" {task_comm(owner)} (pid {owner.pid}) holding mmap_lock for write when"
-                              " memory was captured; capture it again")
+            raise MmBusyError(
+                f"pid {task.pid}: its address space was being changed by"
+                f" {task_comm(owner)} (pid {owner.pid}) holding mmap_lock for write when"
+                " memory was captured; capture it again"
+            )
     pairs: list[tuple[Struct | None, Vma]] = [(k, vma_to_state(k, mm)) for k in for_each_vma(mm)]
     if shmem_cache is None:
         shmem_cache = {}
@@ -444,8 +475,9 @@ def extract_mm(prog: "Program", task: Struct, *, thread_sps: list[int] | None = 
     if thread_sps is None:
         thread_sps = thread_stack_pointers(task)
     lazy_ok = criu_lazy_allowed(thread_sps)
-    pages, zero, swapped = select_pages(prog, mm, pairs, lazy_ok=lazy_ok, criu_compat=criu_compat,
-                                        skip_huge_zero=skip_huge_zero)
+    pages, zero, swapped = select_pages(
+        prog, mm, pairs, lazy_ok=lazy_ok, criu_compat=criu_compat, skip_huge_zero=skip_huge_zero
+    )
     exe = mm_exe_file(mm)
     return MmState(
         start_code=mm.start_code,

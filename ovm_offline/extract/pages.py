@@ -24,7 +24,8 @@ grow with the size of the process.
 from __future__ import annotations
 
 import dataclasses
-from typing import BinaryIO, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from ..sources.base import PhysicalSource
 from ..state import MmState, PageRun
@@ -70,8 +71,9 @@ class _Ppb:
         self.iovs: list[list[int]] = []  # [vaddr, nr_pages]
 
 
-def pagemap_entries(runs: Iterable[PageRun], *, pipe_pages: int = PIPE_MAX_PAGES,
-                    pipes_per_chunk: int = NR_PIPES_PER_CHUNK) -> Iterator[PagemapRun]:
+def pagemap_entries(
+    runs: Iterable[PageRun], *, pipe_pages: int = PIPE_MAX_PAGES, pipes_per_chunk: int = NR_PIPES_PER_CHUNK
+) -> Iterator[PagemapRun]:
     """The pagemap entries CRIU's page pipe makes of these page runs (ascending vaddr),
     in order; see the module doc. Works per run, not per page."""
     ppbs = [_Ppb(False)]  # create_page_pipe / page_pipe_reinit start with one non-lazy ppb
@@ -121,15 +123,17 @@ def _physical_stretches(runs: Iterable[PageRun]) -> Iterator[tuple[int, int]]:
         yield pa, n
 
 
-def write_pages(source: PhysicalSource, mm: MmState, pages_file: BinaryIO,
-                stats: PagesStats | None = None) -> list[PagemapRun]:
+def write_pages(
+    source: PhysicalSource, mm: MmState, pages_file: BinaryIO, stats: PagesStats | None = None
+) -> list[PagemapRun]:
     """Write the pages of `mm` (its `pages` runs, in order) to `pages_file` and return the
     pagemap entries that describe them. Pass a `PagesStats` to get the counters."""
     return write_page_runs(source, mm.pages, pages_file, stats)
 
 
-def write_page_runs(source: PhysicalSource, runs: list[PageRun], pages_file: BinaryIO,
-                    stats: PagesStats | None = None) -> list[PagemapRun]:
+def write_page_runs(
+    source: PhysicalSource, runs: list[PageRun], pages_file: BinaryIO, stats: PagesStats | None = None
+) -> list[PagemapRun]:
     """Write the pages of `runs` (ascending vaddr) to `pages_file` and return their pagemap
     entries: a process's memory, or a shmem file's (vaddr = offset in the file, which is
     how CRIU's do_dump_one_shmem numbers them)."""

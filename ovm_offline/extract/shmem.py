@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
-from ..kernel import dcache
-from ..kernel.ipc import (
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.fs import dcache
+from ..kernel.mm.shmem import SYSV_NAME_PREFIX, file_on_shm_mnt, shmem_data_pages, shmem_pages_runs, shmem_seals
+from ..kernel.ns.ipc import (
     IPC_MSG_IDS,
     IPC_SEM_IDS,
     IPC_SHM_IDS,
@@ -26,13 +28,11 @@ from ..kernel.ipc import (
     shm_of_perm,
     task_ipc_ns,
 )
-from ..kernel.nsproxy import ns_inum
-from ..kernel.objects import Pointer, Struct
-from ..kernel.shmem import SYSV_NAME_PREFIX, file_on_shm_mnt, shmem_data_pages, shmem_pages_runs, shmem_seals
+from ..kernel.ns.nsproxy import ns_inum
 from ..state import IpcNamespaceState, IpcShmSegment, PageRun, SharedMemory
 
 if TYPE_CHECKING:
-    from ..kernel.memory import Program
+    from ..kernel.core.memory import Program
 
 PAGE_SIZE = 4096
 MEMFD_PREFIX = "/memfd:"
@@ -41,10 +41,10 @@ MEMFD_PREFIX = "/memfd:"
 def criu_memfd_name(path: str) -> str:
     """memfd.img's name for a shmem file's path (already without " (deleted)"): CRIU's
     dump_one_memfd drops the "/memfd:" of memfd_create files and keeps other paths."""
-    return path[len(MEMFD_PREFIX):] if path.startswith(MEMFD_PREFIX) else path
+    return path[len(MEMFD_PREFIX) :] if path.startswith(MEMFD_PREFIX) else path
 
 
-def shared_memory_of(prog: "Program", file: Pointer, cache: dict[int, SharedMemory]) -> SharedMemory | None:
+def shared_memory_of(prog: Program, file: Pointer, cache: dict[int, SharedMemory]) -> SharedMemory | None:
     """The `SharedMemory` of a mapped ``struct file`` on the internal shmem mount, or None
     for any other file. Files of one inode share one object (cached by inode address), so
     its page cache is walked once however many VMAs and processes map it."""
@@ -81,7 +81,7 @@ def _next_id(ids: Struct) -> int | None:
     return None if n < 0 else n
 
 
-def extract_ipc_namespace(prog: "Program", ns: Pointer, cache: dict[int, SharedMemory]) -> IpcNamespaceState:
+def extract_ipc_namespace(prog: Program, ns: Pointer, cache: dict[int, SharedMemory]) -> IpcNamespaceState:
     """What CRIU 3.17 saves of a ``struct ipc_namespace``: its sysctls and its System V
     shared memory segments (with their contents, sharing `cache` with the VMAs that attach
     them). Message queues and semaphore sets are refused: ovm-offline cannot save them yet."""
@@ -92,8 +92,10 @@ def extract_ipc_namespace(prog: "Program", ns: Pointer, cache: dict[int, SharedM
         if ids:
             others.append(f"{len(ids)} {what}(s) (id {', '.join(map(str, ids))})")
     if others:
-        raise UnsupportedError(f"IPC namespace {inum} holds {' and '.join(others)}; ovm-offline can save only"
-                               " System V shared memory of an IPC namespace yet")
+        raise UnsupportedError(
+            f"IPC namespace {inum} holds {' and '.join(others)}; ovm-offline can save only"
+            " System V shared memory of an IPC namespace yet"
+        )
     shm_ids = ipc_ids(ns, IPC_SHM_IDS)
     segments = []
     for perm in ipc_for_each(prog, shm_ids):
@@ -102,27 +104,50 @@ def extract_ipc_namespace(prog: "Program", ns: Pointer, cache: dict[int, SharedM
             raise GuestDataError(f"System V segment {perm.id} (shmid_kernel 0x{shp.address_:x}) has no file")
         contents = shared_memory_of(prog, shp.shm_file, cache)
         if contents is None:
-            raise UnsupportedError(f"System V segment {perm.id} of IPC namespace {inum} is not backed by shmem"
-                                   " (a SHM_HUGETLB segment?); ovm-offline cannot save it yet")
+            raise UnsupportedError(
+                f"System V segment {perm.id} of IPC namespace {inum} is not backed by shmem"
+                " (a SHM_HUGETLB segment?); ovm-offline cannot save it yet"
+            )
         if contents.ino != perm.id:
             raise GuestDataError(f"System V segment {perm.id}: its shmem inode is {contents.ino}, not the shmid")
-        segments.append(IpcShmSegment(
-            id=perm.id, key=perm.key & 0xFFFFFFFF, uid=kuid(perm.uid), gid=kuid(perm.gid), cuid=kuid(perm.cuid),
-            cgid=kuid(perm.cgid), mode=perm.mode, size=shp.shm_segsz, contents=contents))
+        segments.append(
+            IpcShmSegment(
+                id=perm.id,
+                key=perm.key & 0xFFFFFFFF,
+                uid=kuid(perm.uid),
+                gid=kuid(perm.gid),
+                cuid=kuid(perm.cuid),
+                cgid=kuid(perm.cgid),
+                mode=perm.mode,
+                size=shp.shm_segsz,
+                contents=contents,
+            )
+        )
     return IpcNamespaceState(
-        inum=inum, sem_ctls=[int(ns.sem_ctls[i]) & 0xFFFFFFFF for i in range(4)],
-        msg_ctlmax=ns.msg_ctlmax, msg_ctlmnb=ns.msg_ctlmnb, msg_ctlmni=ns.msg_ctlmni,
-        shm_ctlmax=ns.shm_ctlmax, shm_ctlall=ns.shm_ctlall, shm_ctlmni=ns.shm_ctlmni & 0xFFFFFFFF,
+        inum=inum,
+        sem_ctls=[int(ns.sem_ctls[i]) & 0xFFFFFFFF for i in range(4)],
+        msg_ctlmax=ns.msg_ctlmax,
+        msg_ctlmnb=ns.msg_ctlmnb,
+        msg_ctlmni=ns.msg_ctlmni,
+        shm_ctlmax=ns.shm_ctlmax,
+        shm_ctlall=ns.shm_ctlall,
+        shm_ctlmni=ns.shm_ctlmni & 0xFFFFFFFF,
         shm_rmid_forced=ns.shm_rmid_forced & 0xFFFFFFFF,
-        mq_queues_max=ns.mq_queues_max, mq_msg_max=ns.mq_msg_max, mq_msgsize_max=ns.mq_msgsize_max,
-        mq_msg_default=ns.mq_msg_default, mq_msgsize_default=ns.mq_msgsize_default,
-        msg_next_id=_next_id(ipc_ids(ns, IPC_MSG_IDS)), sem_next_id=_next_id(ipc_ids(ns, IPC_SEM_IDS)),
-        shm_next_id=_next_id(shm_ids), shm_segments=segments,
+        mq_queues_max=ns.mq_queues_max,
+        mq_msg_max=ns.mq_msg_max,
+        mq_msgsize_max=ns.mq_msgsize_max,
+        mq_msg_default=ns.mq_msg_default,
+        mq_msgsize_default=ns.mq_msgsize_default,
+        msg_next_id=_next_id(ipc_ids(ns, IPC_MSG_IDS)),
+        sem_next_id=_next_id(ipc_ids(ns, IPC_SEM_IDS)),
+        shm_next_id=_next_id(shm_ids),
+        shm_segments=segments,
     )
 
 
-def tree_ipc_namespace(prog: "Program", tree: list, processes: list, host_ipc_inum: int,
-                       cache: dict[int, SharedMemory]) -> IpcNamespaceState | None:
+def tree_ipc_namespace(
+    prog: Program, tree: list, processes: list, host_ipc_inum: int, cache: dict[int, SharedMemory]
+) -> IpcNamespaceState | None:
     """The IPC namespace CRIU saves for a process tree (``struct task_struct`` list `tree`,
     root first, and their `ProcessState`s): the root's, when it is not the host's (init's);
     None otherwise. Processes of the tree in another IPC namespace than the root's are
@@ -130,8 +155,10 @@ def tree_ipc_namespace(prog: "Program", tree: list, processes: list, host_ipc_in
     root_inum = processes[0].namespaces.ipc
     strays = [f"PID {p.global_pid} ({p.comm})" for p in processes[1:] if p.namespaces.ipc != root_inum]
     if strays:
-        raise UnsupportedError(f"{', '.join(strays)} in another IPC namespace than the root PID"
-                               f" {processes[0].global_pid}: nested IPC namespaces cannot be saved")
+        raise UnsupportedError(
+            f"{', '.join(strays)} in another IPC namespace than the root PID"
+            f" {processes[0].global_pid}: nested IPC namespaces cannot be saved"
+        )
     if root_inum == host_ipc_inum:
         return None
     ns = task_ipc_ns(tree[0])

@@ -16,10 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
-from ..kernel import dcache
-from ..kernel.nsproxy import ns_inum
-from ..kernel.objects import Struct
-from ..kernel.unix import (
+from ..kernel.core.objects import Struct
+from ..kernel.fs import dcache
+from ..kernel.net.unix import (
     SOCK_BUF_LOCK_MASK,
     SOCK_PASSCRED,
     SOCK_PASSSEC,
@@ -37,17 +36,18 @@ from ..kernel.unix import (
     unix_peer,
     unix_receive_queue,
 )
+from ..kernel.ns.nsproxy import ns_inum
 from ..state import Fd, QueuedPacket, SocketOptions, UnixSocketState
 
 if TYPE_CHECKING:
-    from ..kernel.memory import Program
+    from ..kernel.core.memory import Program
 
 SOCK_STREAM = 1
 #: CRIU peeks at a queue with a buffer of SO_RCVBUF minus this many bytes (sk-queue.c)
 CRIU_PEEK_SLACK = 32
 
 
-def socket_options(prog: "Program", sock: Struct, sk: Struct) -> SocketOptions:
+def socket_options(prog: Program, sock: Struct, sk: Struct) -> SocketOptions:
     """getsockopt(SOL_SOCKET, ...) of a ``struct socket`` and its ``struct sock``."""
     common = sk.__sk_common
 
@@ -55,12 +55,22 @@ def socket_options(prog: "Program", sock: Struct, sk: Struct) -> SocketOptions:
         return sock_flag(sk, sock_flag_bit(prog, name))
 
     return SocketOptions(
-        sndbuf=sk.sk_sndbuf, rcvbuf=sk.sk_rcvbuf,
-        snd_timeout=sock_timeout(prog, sk.sk_sndtimeo), rcv_timeout=sock_timeout(prog, sk.sk_rcvtimeo),
-        reuseaddr=bool(common.skc_reuse), priority=sk.sk_priority, rcvlowat=sk.sk_rcvlowat, mark=sk.sk_mark,
-        passcred=bool(sock.flags >> SOCK_PASSCRED & 1), passsec=bool(sock.flags >> SOCK_PASSSEC & 1),
-        dontroute=flag("SOCK_LOCALROUTE"), no_check=bool(sk.sk_no_check_tx), reuseport=bool(common.skc_reuseport),
-        broadcast=flag("SOCK_BROADCAST"), keepalive=flag("SOCK_KEEPOPEN"), oobinline=flag("SOCK_URGINLINE"),
+        sndbuf=sk.sk_sndbuf,
+        rcvbuf=sk.sk_rcvbuf,
+        snd_timeout=sock_timeout(prog, sk.sk_sndtimeo),
+        rcv_timeout=sock_timeout(prog, sk.sk_rcvtimeo),
+        reuseaddr=bool(common.skc_reuse),
+        priority=sk.sk_priority,
+        rcvlowat=sk.sk_rcvlowat,
+        mark=sk.sk_mark,
+        passcred=bool(sock.flags >> SOCK_PASSCRED & 1),
+        passsec=bool(sock.flags >> SOCK_PASSSEC & 1),
+        dontroute=flag("SOCK_LOCALROUTE"),
+        no_check=bool(sk.sk_no_check_tx),
+        reuseport=bool(common.skc_reuseport),
+        broadcast=flag("SOCK_BROADCAST"),
+        keepalive=flag("SOCK_KEEPOPEN"),
+        oobinline=flag("SOCK_URGINLINE"),
         buf_lock=sk.sk_userlocks & SOCK_BUF_LOCK_MASK,
     )
 
@@ -81,16 +91,16 @@ def queued_packets(u: Struct, rcvbuf: int, where: str) -> list[QueuedPacket]:
     run, writer = b"", None
     for s in skbs:
         if run and (s.pid, s.uid, s.gid) != writer:
-            out += [QueuedPacket(run[i:i + chunk]) for i in range(0, len(run), chunk)]
+            out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
             run = b""
         writer = (s.pid, s.uid, s.gid)
         run += s.data
     if run:
-        out += [QueuedPacket(run[i:i + chunk]) for i in range(0, len(run), chunk)]
+        out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
     return out
 
 
-def unix_socket_state(prog: "Program", file, where: str) -> UnixSocketState:
+def unix_socket_state(prog: Program, file, where: str) -> UnixSocketState:
     """The `UnixSocketState` of a UNIX socket ``struct file *``; `where` names it in errors."""
     sock = file_socket(file)
     sk = socket_sock(sock)
@@ -117,14 +127,24 @@ def unix_socket_state(prog: "Program", file, where: str) -> UnixSocketState:
     opts = socket_options(prog, sock, sk)
     queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, where)
     return UnixSocketState(
-        ino=sock_socket_ino(sk), type=sk.sk_type, state=state, peer=sock_socket_ino(peer) if peer is not None else 0,
-        backlog=sk.sk_max_ack_backlog if state == TCP_LISTEN else sk_wmem_alloc_get(sk), shutdown=sk.sk_shutdown,
-        name=name, options=opts, net_ns=ns_inum(common.skc_net.net), bound=bound, name_deleted=deleted, queue=queue,
+        ino=sock_socket_ino(sk),
+        type=sk.sk_type,
+        state=state,
+        peer=sock_socket_ino(peer) if peer is not None else 0,
+        backlog=sk.sk_max_ack_backlog if state == TCP_LISTEN else sk_wmem_alloc_get(sk),
+        shutdown=sk.sk_shutdown,
+        name=name,
+        options=opts,
+        net_ns=ns_inum(common.skc_net.net),
+        bound=bound,
+        name_deleted=deleted,
+        queue=queue,
     )
 
 
-def attach_unix_sockets(prog: "Program", fds: list[Fd], *, pid: int, comm: str,
-                        cache: dict[int, UnixSocketState]) -> None:
+def attach_unix_sockets(
+    prog: Program, fds: list[Fd], *, pid: int, comm: str, cache: dict[int, UnixSocketState]
+) -> None:
     """Fill `OpenFile.unix` of the UNIX socket fds of process `pid`; `cache` (file address
     -> state) is shared by all processes of a dump."""
     for fd in fds:
@@ -139,4 +159,3 @@ def attach_unix_sockets(prog: "Program", fds: list[Fd], *, pid: int, comm: str,
             except GuestDataError as e:
                 raise GuestDataError(f"PID {pid} ({comm}) fd {fd.fd}, {where}: {e}") from None
         f.unix = state
-

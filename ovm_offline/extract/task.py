@@ -35,15 +35,15 @@ import struct
 from typing import Any
 
 from ..errors import GuestDataError, UnsupportedError
-from ..kernel.cred import task_credentials, task_loginuid
-from ..kernel.fpu import task_fpu
-from ..kernel.memory import Program
-from ..kernel.objects import Pointer, Struct
-from ..kernel.paging import PAGE_SIZE
-from ..kernel.pid import pid_nr_ns, task_pgid, task_pid_ptr, task_sid, task_tgid_ptr
-from ..kernel.regs import task_tls, task_user_regs
-from ..kernel.sched import task_nice, task_policy, task_rt_priority
-from ..kernel.signal import (
+from ..kernel.core.memory import Program
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.core.paging import PAGE_SIZE
+from ..kernel.cpu.fpu import task_fpu
+from ..kernel.cpu.regs import task_tls, task_user_regs
+from ..kernel.task.cred import task_credentials, task_loginuid
+from ..kernel.task.pid import pid_nr_ns, task_pgid, task_pid_ptr, task_sid, task_tgid_ptr
+from ..kernel.task.sched import task_nice, task_policy, task_rt_priority
+from ..kernel.task.signal import (
     sigpending_mask,
     sigpending_queue,
     task_pending,
@@ -53,8 +53,8 @@ from ..kernel.signal import (
     task_sigmask,
     task_signal,
 )
-from ..kernel.tasks import for_each_thread, task_comm, task_page_tables, task_state
-from ..kernel.timers import signal_itimers, signal_posix_timers
+from ..kernel.task.tasks import for_each_thread, task_comm, task_page_tables, task_state
+from ..kernel.task.timers import signal_itimers, signal_posix_timers
 from ..state import (
     Itimer,
     PosixTimer,
@@ -94,19 +94,33 @@ TIMER_SIGNAL_RACE = "core.tc.signals_s"
 #: The golden images are written by criu dump seconds after the snapshot, while the
 #: process stays stopped; everything else must match exactly.
 SNAPSHOT_DIFFERENCES: tuple[tuple[str, str], ...] = (
-    ("core.tc.timers.*.vsec",
-     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
-    ("core.tc.timers.*.vusec",
-     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
-    ("core.tc.timers.posix[*].vsec",
-     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
-    ("core.tc.timers.posix[*].vnsec",
-     "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump"),
-    ("core.tc.timers.posix[*].overrun",
-     "a periodic timer whose signal is still queued keeps counting overruns until criu reads it"),
-    (TIMER_SIGNAL_RACE,
-     ("a timer that expires after the snapshot queues its signal (SIGALRM for ITIMER_REAL) only in"
-      " criu's image; only a trailing timer signal with a timer armed at the snapshot may differ")),
+    (
+        "core.tc.timers.*.vsec",
+        "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump",
+    ),
+    (
+        "core.tc.timers.*.vusec",
+        "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump",
+    ),
+    (
+        "core.tc.timers.posix[*].vsec",
+        "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump",
+    ),
+    (
+        "core.tc.timers.posix[*].vnsec",
+        "an armed timer's remaining time shrinks between the memory snapshot and criu's later dump",
+    ),
+    (
+        "core.tc.timers.posix[*].overrun",
+        "a periodic timer whose signal is still queued keeps counting overruns until criu reads it",
+    ),
+    (
+        TIMER_SIGNAL_RACE,
+        (
+            "a timer that expires after the snapshot queues its signal (SIGALRM for ITIMER_REAL) only in"
+            " criu's image; only a trailing timer signal with a timer armed at the snapshot may differ"
+        ),
+    ),
 )
 
 
@@ -173,7 +187,8 @@ def rseq_fixup(task: Struct, rseq: Rseq | None, regs: Registers) -> tuple[Rseq |
         return rseq, regs
     rseq_flags = struct.unpack_from("<I", raw, _RSEQ_FLAGS_OFFSET)[0]
     version, cs_flags, start_ip, post_commit_offset, abort_ip = struct.unpack(
-        "<IIQQQ", read_user(task, cs_ptr, _RSEQ_CS_SIZE))
+        "<IIQQQ", read_user(task, cs_ptr, _RSEQ_CS_SIZE)
+    )
     if version != 0:
         raise UnsupportedError(f"pid {task.pid}: rseq_cs at 0x{cs_ptr:x} has ABI version {version}")
     flags = cs_flags | rseq_flags
@@ -199,8 +214,9 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
         raise GuestDataError(f"thread {task.pid} is not visible in the dumped PID namespace")
     if task.has_member_("on_cpu") and task.on_cpu:
         # Its user registers (if in user mode) and FPU state are in a vCPU, not in memory.
-        raise UnsupportedError(f"thread {task.pid} was running on a CPU at the snapshot: stop it"
-                               " (SIGSTOP) before dumping guest memory")
+        raise UnsupportedError(
+            f"thread {task.pid} was running on a CPU at the snapshot: stop it (SIGSTOP) before dumping guest memory"
+        )
     regs, restarted = restart_syscall_fixup(task_user_regs(task))
     rseq, regs = rseq_fixup(task, task_rseq(task), regs)
     sas_sp, sas_size, sas_flags = task_sigaltstack(task)

@@ -14,7 +14,7 @@ Bad guest data raises GuestDataError, a missing or wrong ISF SymbolError, an
 unreadable source SourceError; each with a one-line message.
 """
 
-from .memory import FaultError, Program, open_kernel
-from .symbols import SymbolTable, load_isf
+from .core.memory import FaultError, Program, open_kernel
+from .core.symbols import SymbolTable, load_isf
 
 __all__ = ["FaultError", "Program", "SymbolTable", "load_isf", "open_kernel"]

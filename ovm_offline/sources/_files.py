@@ -48,9 +48,7 @@ class MappedFile:
         try:
             self.size = os.fstat(self._fd).st_size
             # mmap of an empty file is an error; an empty file is simply truncated
-            self.mm: mmap.mmap | None = (
-                mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ) if self.size else None
-            )
+            self.mm: mmap.mmap | None = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ) if self.size else None
         except (OSError, ValueError) as exc:
             os.close(self._fd)
             raise fail(path, f"cannot map: {exc}") from None
@@ -67,7 +65,10 @@ class MappedFile:
 
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise fail(self.name, f"read of {length} bytes at offset {offset:#x} is beyond the end of the file ({self.size:#x} bytes); truncated?")
+            raise fail(
+                self.name,
+                f"read of {length} bytes at offset {offset:#x} is beyond the end of the file ({self.size:#x} bytes); truncated?",
+            )
         if length == 0 or self.mm is None:
             return b""
         return self.mm[offset : offset + length]

@@ -7,7 +7,8 @@ guest-physical memory are. Kernel-side code (ovm_offline.kernel) interprets them
 from __future__ import annotations
 
 import dataclasses
-from typing import BinaryIO, Iterator, Protocol
+from collections.abc import Iterator
+from typing import BinaryIO, Protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +64,7 @@ class PhysicalSource(Protocol):
         """The guest's VMCOREINFO note as key -> value, or None if the source has none."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 def iter_chunks(start: int, length: int, chunk: int) -> Iterator[tuple[int, int]]:

@@ -59,7 +59,22 @@ def parse_elf_header(data: bytes, where: str, file_size: int) -> ElfHeader:
     """Check the identification and resolve PN_XNUM; `data` holds at least the first 64 bytes."""
     if len(data) < EHDR.size:
         raise fail(where, f"file is too short for an ELF header ({len(data)} bytes)")
-    ident, e_type, e_machine, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum, _shstrndx = EHDR.unpack_from(data)
+    (
+        ident,
+        e_type,
+        e_machine,
+        _ver,
+        _entry,
+        phoff,
+        shoff,
+        _flags,
+        _ehsize,
+        phentsize,
+        phnum,
+        shentsize,
+        shnum,
+        _shstrndx,
+    ) = EHDR.unpack_from(data)
     if ident[:4] != ELF_MAGIC:
         raise fail(where, "not an ELF file")
     if ident[4] != ELFCLASS64 or ident[5] != ELFDATA2LSB:
@@ -88,7 +103,10 @@ def parse_program_headers(data: bytes, count: int, entsize: int) -> list[Program
 
 def _check_range(where: str, what: str, offset: int, size: int, file_size: int) -> None:
     if offset > file_size or size > file_size - offset:
-        raise fail(where, f"{what} (offset {offset:#x}, {size:#x} bytes) extends beyond the end of the file ({file_size:#x} bytes); truncated?")
+        raise fail(
+            where,
+            f"{what} (offset {offset:#x}, {size:#x} bytes) extends beyond the end of the file ({file_size:#x} bytes); truncated?",
+        )
 
 
 def drop_overlaps(runs: list[tuple[int, int, int | None]]) -> list[tuple[int, int, int | None]]:
@@ -138,7 +156,9 @@ class ElfSource:
         count = resolve_phnum(self.header, section0, where)
         table = count * self.header.e_phentsize
         _check_range(where, f"program header table ({count} entries)", self.header.e_phoff, table, size)
-        self.program_headers = parse_program_headers(self._file.pread(self.header.e_phoff, table), count, self.header.e_phentsize)
+        self.program_headers = parse_program_headers(
+            self._file.pread(self.header.e_phoff, table), count, self.header.e_phentsize
+        )
         self._map = RunMap(where, self._load_runs())
         self._note_bytes = self._read_notes()
         self.notes: ParsedNotes = parse_notes(self._note_bytes, where)
@@ -154,7 +174,10 @@ class ElfSource:
             if ph.p_filesz > ph.p_memsz:
                 raise fail(self.path, f"PT_LOAD #{i} has p_filesz {ph.p_filesz:#x} > p_memsz {ph.p_memsz:#x}")
             if ph.p_paddr + ph.p_memsz > MAX_PHYS_ADDR:
-                raise fail(self.path, f"PT_LOAD #{i} at guest-physical {ph.p_paddr:#x}+{ph.p_memsz:#x} is beyond 52-bit physical addresses")
+                raise fail(
+                    self.path,
+                    f"PT_LOAD #{i} at guest-physical {ph.p_paddr:#x}+{ph.p_memsz:#x} is beyond 52-bit physical addresses",
+                )
             _check_range(self.path, f"PT_LOAD #{i}", ph.p_offset, ph.p_filesz, self._file.size)
             runs.append((ph.p_paddr, ph.p_filesz, ph.p_offset))
             # p_memsz beyond p_filesz is memory defined as zero, not stored

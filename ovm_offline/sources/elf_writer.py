@@ -44,8 +44,20 @@ def core_layout(notes: bytes, runs: list[tuple[int, int]], force_xnum: bool = Fa
     note_offset = phoff + phnum * PHDR.size
     data = -(-(note_offset + len(notes)) // SEGMENT_ALIGN) * SEGMENT_ALIGN
     ehdr = EHDR.pack(
-        _ident(), ET_CORE, EM_X86_64, 1, 0, phoff, shoff, 0, EHDR.size, PHDR.size,
-        PN_XNUM if xnum else phnum, SHDR.size if xnum else 0, 1 if xnum else 0, 0,
+        _ident(),
+        ET_CORE,
+        EM_X86_64,
+        1,
+        0,
+        phoff,
+        shoff,
+        0,
+        EHDR.size,
+        PHDR.size,
+        PN_XNUM if xnum else phnum,
+        SHDR.size if xnum else 0,
+        1 if xnum else 0,
+        0,
     )
     parts = [ehdr]
     if xnum:

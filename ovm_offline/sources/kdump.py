@@ -114,7 +114,10 @@ class FlattenedLayout:
 
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise fail(self.name, f"read of {length} bytes at logical offset {offset:#x} is beyond the dump ({self.size:#x} bytes); truncated?")
+            raise fail(
+                self.name,
+                f"read of {length} bytes at logical offset {offset:#x} is beyond the dump ({self.size:#x} bytes); truncated?",
+            )
         i = bisect.bisect_right(self._starts, offset) - 1
         if i >= 0 and offset + length <= self._starts[i] + self._sizes[i]:
             # the common case: one record holds it all
@@ -164,7 +167,10 @@ def index_flat_records(reader: ByteReader) -> tuple[array.array, array.array, ar
         if start < 0 or size < 0 or start + size > MAX_LOGICAL_SIZE:
             raise fail(where, f"corrupt flattened record at file offset {pos - 16:#x} (offset {start}, size {size})")
         if size > reader.size - pos:
-            raise fail(where, f"flattened record at file offset {pos - 16:#x} holds {size} bytes, beyond the end of the file; truncated?")
+            raise fail(
+                where,
+                f"flattened record at file offset {pos - 16:#x} holds {size} bytes, beyond the end of the file; truncated?",
+            )
         if size:
             starts.append(start)
             sizes.append(size)
@@ -325,7 +331,7 @@ def bitmap_or(a: bytes, b: bytes) -> bytes:
 def _snappy_length(data: bytes) -> int:
     """The uncompressed length in a raw snappy stream's preamble (a varint)."""
     value = shift = 0
-    for i, byte in enumerate(data[:5]):
+    for byte in data[:5]:
         value |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return value
@@ -408,7 +414,10 @@ class KdumpImage:
         self.bitmap_bytes = h.bitmap_blocks * h.block_size
         # bitmaps are read whole; they must really be in the file (bounds memory use)
         if self.bitmap_offset + self.bitmap_bytes > lf.size or self.bitmap_bytes > self.reader.size:
-            raise fail(where, f"kdump bitmaps ({self.bitmap_bytes} bytes at {self.bitmap_offset:#x}) extend beyond the end of the dump; truncated?")
+            raise fail(
+                where,
+                f"kdump bitmaps ({self.bitmap_bytes} bytes at {self.bitmap_offset:#x}) extend beyond the end of the dump; truncated?",
+            )
         self.desc_offset = self.bitmap_offset + self.bitmap_bytes
 
     def _load_bitmaps(self) -> None:
@@ -419,7 +428,10 @@ class KdumpImage:
         # excluded by the dumper and are defined as zero; a dumped page always exists.
         self.present = Bitmap(bitmap_or(raw[:half], self.dumped.data), self.nbits)
         if self.desc_offset + self.dumped.count * PAGE_DESC.size > self.layout.size:
-            raise fail(self.where, f"kdump page descriptor table ({self.dumped.count} entries) extends beyond the end of the dump; truncated?")
+            raise fail(
+                self.where,
+                f"kdump page descriptor table ({self.dumped.count} entries) extends beyond the end of the dump; truncated?",
+            )
         self._runs: list[PhysicalRun] | None = None
 
     def _load_notes(self) -> None:
@@ -427,7 +439,10 @@ class KdumpImage:
         note_bytes = b""
         if self.header.header_version >= 4 and s.size_note:
             if s.size_note > MAX_NOTE_BYTES or s.offset_note + s.size_note > lf.size:
-                raise fail(self.where, f"kdump note area ({s.size_note} bytes at {s.offset_note:#x}) is beyond the dump; corrupt or truncated")
+                raise fail(
+                    self.where,
+                    f"kdump note area ({s.size_note} bytes at {s.offset_note:#x}) is beyond the dump; corrupt or truncated",
+                )
             note_bytes = lf.pread(s.offset_note, s.size_note)
         self.note_bytes = note_bytes
         self.notes: ParsedNotes = parse_notes(note_bytes, self.where)
@@ -448,7 +463,9 @@ class KdumpImage:
             for start, n in self.present.runs():
                 if len(runs) >= MAX_RUNS:
                     # real memory maps have a handful of runs; this is a hostile or corrupt bitmap
-                    raise fail(self.where, f"kdump bitmap describes more than {MAX_RUNS} separate memory ranges; corrupt?")
+                    raise fail(
+                        self.where, f"kdump bitmap describes more than {MAX_RUNS} separate memory ranges; corrupt?"
+                    )
                 runs.append(PhysicalRun(start * PAGE_SIZE, n * PAGE_SIZE))
             self._runs = runs
         return list(self._runs)
@@ -461,7 +478,9 @@ class KdumpImage:
 
     def decode(self, pfn: int, desc: PageDesc) -> bytes:
         if not 0 < desc.size <= PAGE_SIZE or desc.offset + desc.size > self.layout.size:
-            raise fail(self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {desc.offset:#x}, size {desc.size})")
+            raise fail(
+                self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {desc.offset:#x}, size {desc.size})"
+            )
         data = self.layout.pread(desc.offset, desc.size)
         try:
             return decompress_page(data, desc.flags, PAGE_SIZE)
@@ -490,7 +509,9 @@ class KdumpImage:
         zero pages; otherwise the decoded bytes of one page. SourceError before yielding anything
         for a batch that reaches a page not in the dump."""
         if pfn < 0 or count < 0 or pfn + count > self.nbits:
-            raise fail(self.where, f"guest-physical range {pfn * PAGE_SIZE:#x}+{count * PAGE_SIZE:#x} is not in the dump")
+            raise fail(
+                self.where, f"guest-physical range {pfn * PAGE_SIZE:#x}+{count * PAGE_SIZE:#x} is not in the dump"
+            )
         last_key: tuple[int, int, int] | None = None
         last_data = ZERO_PAGE
         last_zero = True
@@ -503,7 +524,11 @@ class KdumpImage:
                 raise fail(self.where, f"guest-physical address {missing * PAGE_SIZE:#x} is not in the dump")
             dumped = self.dumped.bits(pfn, n)
             # plain tuples (offset, size, flags, page_flags): no per-page object construction
-            descs = list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count()))) if dumped else []
+            descs = (
+                list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count())))
+                if dumped
+                else []
+            )
             di = 0
             zeros = 0
             for i in range(n):

@@ -194,19 +194,44 @@ def write_kdump(
     sink.finish(position)
 
 
-def _write_headers(sink: PlainSink | FlatSink, c: KdumpContents, status: int, sub_hdr_blocks: int, bitmap_blocks: int) -> None:
+def _write_headers(
+    sink: PlainSink | FlatSink, c: KdumpContents, status: int, sub_hdr_blocks: int, bitmap_blocks: int
+) -> None:
     uts = b"".join(f.encode().ljust(UTS_FIELD, b"\0") for f in ("", "", "", "", c.machine, ""))
     header = DISK_DUMP_HEADER.pack(
-        KDUMP_SIGNATURE, 6, uts, 0, 0, status, PAGE_SIZE, sub_hdr_blocks, bitmap_blocks,
-        min(c.max_mapnr, 0xFFFFFFFF), 0, 0, 0, 0, c.nr_cpus,
+        KDUMP_SIGNATURE,
+        6,
+        uts,
+        0,
+        0,
+        status,
+        PAGE_SIZE,
+        sub_hdr_blocks,
+        bitmap_blocks,
+        min(c.max_mapnr, 0xFFFFFFFF),
+        0,
+        0,
+        0,
+        0,
+        c.nr_cpus,
     )
     note_offset = PAGE_SIZE + SUB_HEADER.size
     vmci_at, vmci_size = vmcoreinfo_desc_span(c.notes)
     sub = SUB_HEADER.pack(
-        c.phys_base, 1, 0, 0, 0,
-        note_offset + vmci_at if vmci_size else 0, vmci_size,
-        note_offset if c.notes else 0, len(c.notes),
-        0, 0, 0, 0, c.max_mapnr,
+        c.phys_base,
+        1,
+        0,
+        0,
+        0,
+        note_offset + vmci_at if vmci_size else 0,
+        vmci_size,
+        note_offset if c.notes else 0,
+        len(c.notes),
+        0,
+        0,
+        0,
+        0,
+        c.max_mapnr,
     )
     sink.write_at(0, header)
     sink.write_at(PAGE_SIZE, sub + c.notes)
@@ -245,7 +270,9 @@ def reencode(
     notes = note_bytes() if note_bytes is not None else b""
     contents = KdumpContents(max_mapnr, bitmap, bitmap, notes, nr_cpus=max(len(source.vcpus()), 1))
     with open(out_path, "wb") as out:
-        write_kdump(out, contents, _source_pages(source, runs), compression, flattened, max_record if flattened else None)
+        write_kdump(
+            out, contents, _source_pages(source, runs), compression, flattened, max_record if flattened else None
+        )
 
 
 def unflatten(src_path: str | os.PathLike, dst_path: str | os.PathLike) -> None:
@@ -271,4 +298,3 @@ def flatten_bytes(plain: bytes, max_record: int = 16384) -> bytes:
     sink.write_at(0, plain)
     sink.finish(len(plain))
     return out.getvalue()
-

@@ -68,7 +68,9 @@ def parse_mtree_flat(text: str, address_space: str = "memory") -> list[FlatRange
         m = _RANGE.match(line)
         if m:
             start, end, prio, kind, region, offset = m.groups()
-            views[-1][1].append(FlatRange(int(start, 16), int(end, 16), int(prio), kind.strip(), region.strip(), int(offset or "0", 16)))
+            views[-1][1].append(
+                FlatRange(int(start, 16), int(end, 16), int(prio), kind.strip(), region.strip(), int(offset or "0", 16))
+            )
     for spaces, ranges in views:
         if address_space in spaces:
             return ranges
@@ -171,7 +173,9 @@ class RamFileSource:
 
     format_name = "live snapshot"
 
-    def __init__(self, memory_file: str | os.PathLike, mtree_text: str, registers_text: str, memdev: str | None = None) -> None:
+    def __init__(
+        self, memory_file: str | os.PathLike, mtree_text: str, registers_text: str, memdev: str | None = None
+    ) -> None:
         self.memory_file = str(memory_file)
         self._file = MappedFile(memory_file)
         try:
@@ -194,9 +198,12 @@ class RamFileSource:
         layout = ram_layout(ranges, memdev)
         if not layout:
             raise fail(where, f"`info mtree -f` maps no guest memory from region {memdev!r}")
-        for start, length, offset in layout:
+        for _start, length, offset in layout:
             if offset + length > self._file.size:
-                raise fail(where, f"region {memdev!r} maps file offset {offset:#x}+{length:#x}, beyond the file's {self._file.size:#x} bytes")
+                raise fail(
+                    where,
+                    f"region {memdev!r} maps file offset {offset:#x}+{length:#x}, beyond the file's {self._file.size:#x} bytes",
+                )
         self.memdev = memdev
         self.layout = layout
         self._map = RunMap(where, layout)
@@ -285,7 +292,9 @@ class _Qmp:
         try:
             return self._loop.run_until_complete(asyncio.wait_for(coro, self.timeout))
         except TimeoutError:
-            raise fail(self.where, f"no answer within {self.timeout:g} s while {doing}; is this a QEMU QMP socket?") from None
+            raise fail(
+                self.where, f"no answer within {self.timeout:g} s while {doing}; is this a QEMU QMP socket?"
+            ) from None
         except QMPError as exc:
             raise fail(self.where, f"QMP error while {doing}: {_one_line(exc)}") from None
         except (OSError, EOFError, ValueError) as exc:
@@ -322,7 +331,13 @@ class LiveSource(RamFileSource):
 
     format_name = "live"
 
-    def __init__(self, qmp_socket: str | os.PathLike, memory_file: str | os.PathLike, memdev: str | None = None, timeout: float = QMP_TIMEOUT) -> None:
+    def __init__(
+        self,
+        qmp_socket: str | os.PathLike,
+        memory_file: str | os.PathLike,
+        memdev: str | None = None,
+        timeout: float = QMP_TIMEOUT,
+    ) -> None:
         self.qmp_socket = str(qmp_socket)
         self.we_paused = False
         self.paused_seconds = 0.0
@@ -363,7 +378,10 @@ class LiveSource(RamFileSource):
                     return backend_id
             except OSError:
                 continue
-        raise fail(memory_file, f"is not the mem-path of any memory backend of this QEMU (backends: {', '.join(ids) or 'none'})")
+        raise fail(
+            memory_file,
+            f"is not the mem-path of any memory backend of this QEMU (backends: {', '.join(ids) or 'none'})",
+        )
 
     def _atexit(self) -> None:
         self._shutdown(raise_errors=False)

@@ -24,16 +24,54 @@ PRSTATUS_SIZE = 336
 PRSTATUS_PID_OFFSET = 32
 PR_REG_OFFSET = 112
 PR_REG_NAMES = (
-    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx",
-    "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base",
-    "ds", "es", "fs", "gs",
+    "r15",
+    "r14",
+    "r13",
+    "r12",
+    "rbp",
+    "rbx",
+    "r11",
+    "r10",
+    "r9",
+    "r8",
+    "rax",
+    "rcx",
+    "rdx",
+    "rsi",
+    "rdi",
+    "orig_rax",
+    "rip",
+    "cs",
+    "eflags",
+    "rsp",
+    "ss",
+    "fs_base",
+    "gs_base",
+    "ds",
+    "es",
+    "fs",
+    "gs",
 )
 PR_REG = struct.Struct(f"<{len(PR_REG_NAMES)}Q")
 
 #: QEMUCPUState (target/i386/arch_dump.c), version 1
 QEMU_GPR_NAMES = (
-    "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rsp", "rbp",
-    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+    "rax",
+    "rbx",
+    "rcx",
+    "rdx",
+    "rsi",
+    "rdi",
+    "rsp",
+    "rbp",
+    "r8",
+    "r9",
+    "r10",
+    "r11",
+    "r12",
+    "r13",
+    "r14",
+    "r15",
 )
 QEMU_SEGMENT_NAMES = ("cs", "ds", "es", "fs", "gs", "ss", "ldt", "tr", "gdt", "idt")
 QEMU_HEAD = struct.Struct("<II")  # version, size
@@ -107,7 +145,9 @@ def iter_notes(data: bytes, where: str) -> Iterator[Note]:
         name_at = pos + NOTE_HEADER.size
         desc_at = name_at + _pad4(namesz)
         if namesz > end or descsz > end or desc_at + descsz > end:
-            raise fail(where, f"note at note offset {pos} claims {namesz}+{descsz} bytes, beyond the note area ({end} bytes)")
+            raise fail(
+                where, f"note at note offset {pos} claims {namesz}+{descsz} bytes, beyond the note area ({end} bytes)"
+            )
         name = bytes(data[name_at : name_at + namesz]).split(b"\0", 1)[0].decode("ascii", "replace")
         yield Note(name, ntype, bytes(data[desc_at : desc_at + descsz]))
         pos = desc_at + _pad4(descsz)
@@ -131,7 +171,9 @@ def parse_qemu_cpu_state(desc: bytes, where: str) -> QemuCpuState:
     rip, rflags = QEMU_RIP_RFLAGS.unpack_from(desc, 136)
     segments = {}
     for i, seg_name in enumerate(QEMU_SEGMENT_NAMES):
-        selector, limit, flags, _pad, base = QEMU_SEGMENT.unpack_from(desc, QEMU_SEGMENTS_OFFSET + i * QEMU_SEGMENT.size)
+        selector, limit, flags, _pad, base = QEMU_SEGMENT.unpack_from(
+            desc, QEMU_SEGMENTS_OFFSET + i * QEMU_SEGMENT.size
+        )
         segments[seg_name] = Segment(selector, limit, flags, base)
     cr = QEMU_CR.unpack_from(desc, QEMU_CR_OFFSET)
     kernel_gs_base = None
@@ -218,7 +260,9 @@ def build_qemu_cpu_state(state: QemuCpuState) -> bytes:
     QEMU_RIP_RFLAGS.pack_into(desc, 136, state.rip, state.rflags)
     for i, seg_name in enumerate(QEMU_SEGMENT_NAMES):
         seg = state.segments.get(seg_name, Segment(0, 0, 0, 0))
-        QEMU_SEGMENT.pack_into(desc, QEMU_SEGMENTS_OFFSET + i * QEMU_SEGMENT.size, seg.selector, seg.limit, seg.flags, 0, seg.base)
+        QEMU_SEGMENT.pack_into(
+            desc, QEMU_SEGMENTS_OFFSET + i * QEMU_SEGMENT.size, seg.selector, seg.limit, seg.flags, 0, seg.base
+        )
     QEMU_CR.pack_into(desc, QEMU_CR_OFFSET, *state.cr)
     if state.kernel_gs_base is not None:
         struct.pack_into("<Q", desc, QEMU_KERNEL_GS_BASE_OFFSET, state.kernel_gs_base)

@@ -37,7 +37,9 @@ class _LayerReader:
 
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise SourceError(f"{self.name}: read of {length} bytes at offset {offset:#x} is beyond the end of the file; truncated?")
+            raise SourceError(
+                f"{self.name}: read of {length} bytes at offset {offset:#x} is beyond the end of the file; truncated?"
+            )
         try:
             return self._layer.read(offset, length)
         except exceptions.InvalidAddressException as exc:
@@ -51,7 +53,9 @@ class KdumpLayer(interfaces.layers.TranslationLayerInterface):
     read() is overridden, so scans and upper layers always come back here for decoded pages.
     """
 
-    def __init__(self, context: interfaces.context.ContextInterface, config_path: str, name: str, metadata=None) -> None:
+    def __init__(
+        self, context: interfaces.context.ContextInterface, config_path: str, name: str, metadata=None
+    ) -> None:
         super().__init__(context=context, config_path=config_path, name=name, metadata=metadata)
         self._base_layer = self.config["base_layer"]
         try:
@@ -91,11 +95,15 @@ class KdumpLayer(interfaces.layers.TranslationLayerInterface):
     def is_valid(self, offset: int, length: int = 1) -> bool:
         return sum(n for _, n in self._covering(offset, length)) == length
 
-    def mapping(self, offset: int, length: int, ignore_errors: bool = False) -> Iterable[tuple[int, int, int, int, str]]:
+    def mapping(
+        self, offset: int, length: int, ignore_errors: bool = False
+    ) -> Iterable[tuple[int, int, int, int, str]]:
         position = offset
         for start, size in self._covering(offset, length):
             if start > position and not ignore_errors:
-                raise exceptions.InvalidAddressException(self.name, position, f"Kdump layer has no page at {position:#x}")
+                raise exceptions.InvalidAddressException(
+                    self.name, position, f"Kdump layer has no page at {position:#x}"
+                )
             yield start, size, start, size, self.name
             position = start + size
         if position < offset + length and not ignore_errors:

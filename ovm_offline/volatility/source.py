@@ -43,7 +43,9 @@ class VolatilityLayerSource:
         try:
             return self._layer.read(paddr, length, pad=False)
         except exceptions.InvalidAddressException as e:
-            raise SourceError(f"{self.layer_name}: guest-physical 0x{paddr:x}+{length} is not in the dump ({e})") from None
+            raise SourceError(
+                f"{self.layer_name}: guest-physical 0x{paddr:x}+{length} is not in the dump ({e})"
+            ) from None
 
     def copy_to(self, paddr: int, length: int, out: BinaryIO) -> None:
         for address, size in iter_chunks(paddr, length, COPY_CHUNK):
@@ -58,7 +60,7 @@ class VolatilityLayerSource:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "VolatilityLayerSource":
+    def __enter__(self) -> VolatilityLayerSource:
         return self
 
     def __exit__(self, *exc: object) -> None:

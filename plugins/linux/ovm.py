@@ -8,7 +8,7 @@ read QEMU's kdump-compressed dumps too.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from volatility3.framework import interfaces, renderers
 from volatility3.framework.configuration import requirements
@@ -39,15 +39,32 @@ class Ps(interfaces.plugins.PluginInterface):
         for p in inventory.list_processes(prog):
             if self.config.get("user_only") and p.kthread:
                 continue
-            yield 0, (
-                p.pid, p.ppid, p.nthreads, p.state, p.ns_pid, p.cgroup or renderers.NotAvailableValue(),
-                p.container or renderers.NotApplicableValue(), p.comm,
+            yield (
+                0,
+                (
+                    p.pid,
+                    p.ppid,
+                    p.nthreads,
+                    p.state,
+                    p.ns_pid,
+                    p.cgroup or renderers.NotAvailableValue(),
+                    p.container or renderers.NotApplicableValue(),
+                    p.comm,
+                ),
             )
 
     def run(self) -> renderers.TreeGrid:
         return renderers.TreeGrid(
-            [("PID", int), ("PPID", int), ("Threads", int), ("State", str), ("NsPID", int),
-             ("Cgroup", str), ("Container", str), ("Comm", str)],
+            [
+                ("PID", int),
+                ("PPID", int),
+                ("Threads", int),
+                ("State", str),
+                ("NsPID", int),
+                ("Cgroup", str),
+                ("Container", str),
+                ("Comm", str),
+            ],
             self._generator(),
         )
 
@@ -75,12 +92,29 @@ class Dump(interfaces.plugins.PluginInterface):
         source = VolatilityLayerSource(self.context, self.config["kernel"])
         prog = inventory.open_kernel(source, isf=source.isf_path) if source.isf_path else inventory.open_kernel(source)
         summary = dump.dump(source, prog, self.config["pid"], self.config["images_dir"], force=self.config.get("force"))
-        yield 0, (summary.pid, summary.comm, summary.processes, summary.threads, summary.images, summary.pages,
-                  str(summary.directory))
+        yield (
+            0,
+            (
+                summary.pid,
+                summary.comm,
+                summary.processes,
+                summary.threads,
+                summary.images,
+                summary.pages,
+                str(summary.directory),
+            ),
+        )
 
     def run(self) -> renderers.TreeGrid:
         return renderers.TreeGrid(
-            [("PID", int), ("Comm", str), ("Processes", int), ("Threads", int), ("Images", int), ("Pages", int),
-             ("Directory", str)],
+            [
+                ("PID", int),
+                ("Comm", str),
+                ("Processes", int),
+                ("Threads", int),
+                ("Images", int),
+                ("Pages", int),
+                ("Directory", str),
+            ],
             self._generator(),
         )

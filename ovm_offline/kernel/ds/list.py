@@ -1,0 +1,128 @@
+"""Kernel linked lists (``struct list_head``, ``struct hlist_head``), walked with bounds.
+
+A guest list can loop (corruption, a hostile guest, or a live guest changing it
+under us); every walk stops with GuestDataError, one line naming the list, on a
+repeated node, a NULL or unreadable pointer, or more than `limit` entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ...errors import GuestDataError
+from ..core.ktypes import Type
+from ..core.objects import Object, Pointer, Struct
+
+if TYPE_CHECKING:
+    from ..core.memory import Program
+
+#: More entries than any real kernel list holds (PID_MAX_LIMIT is 4M tasks).
+DEFAULT_LIMIT = 1 << 22
+
+
+def _address(head: int | Object) -> int:
+    if isinstance(head, Pointer):
+        return int(head)
+    if isinstance(head, Object):
+        return head.address_
+    return int(head)
+
+
+def _next(prog: Program, node: int, name: str, count: int) -> int:
+    try:
+        nxt = prog.read_u64(node)  # list_head.next and hlist_node.next are at offset 0
+    except GuestDataError:
+        raise GuestDataError(f"list {name}: unreadable node 0x{node:x} after {count} entries") from None
+    return nxt
+
+
+def list_for_each(
+    prog: Program, head: int | Object, *, name: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Iterator[int]:
+    """Addresses of the ``struct list_head`` nodes of the list at `head` (head excluded)."""
+    head_addr = _address(head)
+    name = name or f"at 0x{head_addr:x}"
+    seen: set[int] = set()
+    node = _next(prog, head_addr, name, 0)
+    count = 0
+    while node != head_addr:
+        if not node:
+            raise GuestDataError(f"list {name} is broken: NULL next pointer after {count} entries")
+        if node in seen:
+            raise GuestDataError(f"list {name} loops: node 0x{node:x} seen twice after {count} entries")
+        if count >= limit:
+            raise GuestDataError(f"list {name} has more than {limit} entries: corrupt or looping")
+        seen.add(node)
+        count += 1
+        nxt = _next(prog, node, name, count)
+        yield node
+        node = nxt
+
+
+def list_for_each_entry(
+    prog: Program,
+    type: str | Type,
+    head: int | Object,
+    member: str,
+    *,
+    name: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> Iterator[Struct]:
+    """The `type` objects linked through their `member` list_head into the list at `head`
+    (the kernel's list_for_each_entry)."""
+    off = prog.member_offset(type, member)
+    t = prog.struct_type(type)
+    if name is None:
+        name = f"{t.name}.{member} at 0x{_address(head):x}"
+    for node in list_for_each(prog, head, name=name, limit=limit):
+        yield Struct(prog, t, node - off)
+
+
+def list_empty(prog: Program, head: int | Object) -> bool:
+    """Is the list at `head` empty (head.next == head)?"""
+    a = _address(head)
+    return prog.read_u64(a) == a
+
+
+def list_count(prog: Program, head: int | Object, *, name: str | None = None, limit: int = DEFAULT_LIMIT) -> int:
+    return sum(1 for _ in list_for_each(prog, head, name=name, limit=limit))
+
+
+def hlist_for_each(
+    prog: Program, head: int | Object, *, name: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Iterator[int]:
+    """Addresses of the ``struct hlist_node`` nodes of the hlist at `head` (NULL-terminated)."""
+    head_addr = _address(head)
+    name = name or f"hlist at 0x{head_addr:x}"
+    seen: set[int] = set()
+    node = _next(prog, head_addr, name, 0)  # hlist_head.first
+    count = 0
+    while node:
+        if node in seen:
+            raise GuestDataError(f"list {name} loops: node 0x{node:x} seen twice after {count} entries")
+        if count >= limit:
+            raise GuestDataError(f"list {name} has more than {limit} entries: corrupt or looping")
+        seen.add(node)
+        count += 1
+        nxt = _next(prog, node, name, count)
+        yield node
+        node = nxt
+
+
+def hlist_for_each_entry(
+    prog: Program,
+    type: str | Type,
+    head: int | Object,
+    member: str,
+    *,
+    name: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> Iterator[Struct]:
+    """The `type` objects linked through their `member` hlist_node into the hlist at `head`."""
+    off = prog.member_offset(type, member)
+    t = prog.struct_type(type)
+    if name is None:
+        name = f"{t.name}.{member} at 0x{_address(head):x}"
+    for node in hlist_for_each(prog, head, name=name, limit=limit):
+        yield Struct(prog, t, node - off)

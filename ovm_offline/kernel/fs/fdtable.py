@@ -1,0 +1,345 @@
+"""Open files of a task (``struct files_struct``, ``struct fdtable``, ``struct file``).
+
+``task->files->fdt`` is the current ``struct fdtable``: ``fd[0..max_fds)`` are the
+``struct file *`` slots, ``open_fds`` and ``close_on_exec`` are bitmaps of ``max_fds``
+bits. A small table is embedded in the files_struct (``fdtab``, 64 slots in
+``fd_array``); bigger ones are allocated with ``max_fds`` a multiple of BITS_PER_LONG
+and at most ``sysctl_nr_open`` rounded up to one (fs/file.c alloc_fdtable).
+
+What kind of file a ``struct file`` is comes from its ``f_op`` (the kernel's own
+file_operations tables, compared by symbol address) and else from the inode's type
+bits, so that it works on kernels where one of the tables is missing or renamed.
+
+Every walk is bounded by `max_fds_limit`; a table that is too big, misaligned or
+unreadable is a GuestDataError (one line).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ...errors import GuestDataError
+from ..core.objects import Pointer, Struct
+from .dcache import dentry_name
+
+if TYPE_CHECKING:
+    from ..core.memory import Program
+
+BITS_PER_LONG = 64
+#: include/uapi/linux/fs.h: NR_OPEN, the default fs.nr_open (1024 * 1024).
+NR_OPEN_DEFAULT = 1 << 20
+#: An absolute bound whatever sysctl_nr_open says (its own maximum is ~2^31): more slots
+#: than any real process has; the bitmap scan reads max_fds / 8 bytes.
+MAX_FDS_HARD = 1 << 27
+#: How many ``struct file *`` slots one bulk read takes.
+_FD_CHUNK = 4096
+
+# include/uapi/asm-generic/fcntl.h
+O_ACCMODE = 0o3
+O_RDONLY = 0o0
+O_WRONLY = 0o1
+O_RDWR = 0o2
+O_APPEND = 0o2000
+O_NONBLOCK = 0o4000
+O_DIRECT = 0o40000
+O_LARGEFILE = 0o100000
+O_DIRECTORY = 0o200000
+O_NOFOLLOW = 0o400000
+O_NOATIME = 0o1000000
+O_CLOEXEC = 0o2000000
+O_PATH = 0o10000000
+
+# include/uapi/linux/stat.h
+S_IFMT = 0o170000
+S_IFSOCK = 0o140000
+S_IFLNK = 0o120000
+S_IFREG = 0o100000
+S_IFBLK = 0o060000
+S_IFDIR = 0o040000
+S_IFCHR = 0o020000
+S_IFIFO = 0o010000
+
+#: include/uapi/linux/magic.h
+PIPEFS_MAGIC = 0x50495045
+
+#: include/linux/socket.h address families -> the kind CRIU gives their files
+_SOCKET_FAMILIES = {1: "unix", 2: "inet", 10: "inet", 16: "netlink", 17: "packet"}
+
+#: file_operations symbol -> kind. Tables that exist only on some kernels are simply
+#: absent from the ISF of the others (pidfd_fops became pidfs_file_operations in 6.9).
+_FOPS_KINDS = {
+    "tty_fops": "tty",
+    "ptmx_fops": "tty",
+    "hung_up_tty_fops": "tty",
+    "console_fops": "tty",
+    "pipefifo_fops": "pipe",  # or "fifo": told apart by file system, see file_kind
+    "socket_file_ops": "socket",
+    "eventfd_fops": "eventfd",
+    "eventpoll_fops": "eventpoll",
+    "signalfd_fops": "signalfd",
+    "timerfd_fops": "timerfd",
+    "inotify_fops": "inotify",
+    "fanotify_fops": "fanotify",
+    "pidfd_fops": "pidfd",
+    "pidfs_file_operations": "pidfd",
+    "userfaultfd_fops": "userfaultfd",
+    "io_uring_fops": "io_uring",
+    "bpf_map_fops": "bpf-map",
+    "bpf_prog_fops": "bpf-prog",
+    "perf_fops": "perf",
+    "memfd_secret_fops": "memfd-secret",
+}
+
+
+def task_files(task: Struct) -> Pointer | None:
+    """``task->files`` (``struct files_struct *``) of a ``struct task_struct``; None for a
+    task that has none (kernel threads after exit_files, zombies)."""
+    files = task.files
+    return files if files else None
+
+
+def files_fdtable(files: Pointer | Struct) -> Struct:
+    """The current ``struct fdtable`` of a ``struct files_struct`` (``files->fdt``)."""
+    fdt = files.fdt
+    if not fdt:
+        addr = int(files) if isinstance(files, Pointer) else files.address_
+        raise GuestDataError(f"files_struct at 0x{addr:x} has no fdtable")
+    return fdt.deref()
+
+
+def max_fds_limit(prog: Program) -> int:
+    """The largest ``fdtable->max_fds`` this kernel can have: ``sysctl_nr_open`` rounded up
+    to BITS_PER_LONG (fs/file.c alloc_fdtable), capped at MAX_FDS_HARD."""
+    nr_open = NR_OPEN_DEFAULT
+    if prog.has_symbol("sysctl_nr_open"):
+        try:
+            nr_open = prog.read_u32(prog.symbol_address("sysctl_nr_open"))
+        except GuestDataError:
+            pass
+    nr_open = max(nr_open, BITS_PER_LONG)
+    return min(((nr_open - 1) | (BITS_PER_LONG - 1)) + 1, MAX_FDS_HARD)
+
+
+def fdtable_max_fds(fdt: Struct) -> int:
+    """``fdt->max_fds`` of a ``struct fdtable``, checked: a positive multiple of
+    BITS_PER_LONG no larger than `max_fds_limit`."""
+    n = fdt.max_fds
+    limit = max_fds_limit(fdt.prog_)
+    if n <= 0 or n % BITS_PER_LONG or n > limit:
+        raise GuestDataError(
+            f"fdtable at 0x{fdt.address_:x} has impossible max_fds {n}"
+            f" (a multiple of {BITS_PER_LONG} up to {limit} expected)"
+        )
+    return n
+
+
+def _read_bitmap(fdt: Struct, member: str, nbits: int) -> bytes:
+    """The bitmap of `nbits` bits that ``struct fdtable`` member `member` points to (bit n
+    of the little-endian longs = fd n: byte n // 8, bit n % 8)."""
+    ptr = int(fdt.member_(member))
+    if not ptr:
+        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL {member} bitmap")
+    try:
+        return fdt.prog_.read(ptr, nbits // 8)
+    except GuestDataError:
+        raise GuestDataError(
+            f"fdtable at 0x{fdt.address_:x}: {member} bitmap at 0x{ptr:x} ({nbits} bits) is unreadable"
+        ) from None
+
+
+def _set_bits(bitmap: bytes, chunk: int = 512) -> Iterator[int]:
+    """The numbers of the set bits of a bitmap, ascending; all-zero stretches are skipped
+    at C speed (a table of a million slots usually has a handful of fds open)."""
+    for base in range(0, len(bitmap), chunk):
+        part = bitmap[base : base + chunk]
+        if not part.strip(b"\0"):
+            continue
+        v = int.from_bytes(part, "little")
+        while v:
+            low = v & -v
+            yield base * 8 + low.bit_length() - 1
+            v ^= low
+
+
+def for_each_file(files: Pointer | Struct) -> Iterator[tuple[int, Pointer]]:
+    """(fd, ``struct file *``) for each open fd of a ``struct files_struct``, ascending.
+
+    The ``fd[]`` array is the truth (as /proc/PID/fd reads it); the open_fds bitmap only
+    tells which stretches of _FD_CHUNK slots can be skipped unread, so a huge table costs
+    one bitmap read and little more."""
+    prog = files.prog_
+    fdt = files_fdtable(files)
+    max_fds = fdtable_max_fds(fdt)
+    array = int(fdt.fd)
+    if not array:
+        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL fd array")
+    open_fds = _read_bitmap(fdt, "open_fds", max_fds)
+    file_type = prog.type("file")
+    for start in range(0, max_fds, _FD_CHUNK):
+        count = min(_FD_CHUNK, max_fds - start)
+        if not open_fds[start // 8 : (start + count) // 8].strip(b"\0"):
+            continue
+        try:
+            raw = prog.read(array + start * 8, count * 8)
+        except GuestDataError:
+            raise GuestDataError(
+                f"fdtable at 0x{fdt.address_:x}: fd array at 0x{array:x} ({max_fds} slots) is unreadable"
+            ) from None
+        for i in range(count):
+            f = int.from_bytes(raw[i * 8 : i * 8 + 8], "little")
+            if f:
+                yield start + i, prog.pointer(file_type, f)
+
+
+def fd_is_cloexec(fdt: Struct, fd: int) -> bool:
+    """Is close-on-exec set for `fd` in a ``struct fdtable`` (its close_on_exec bitmap)?"""
+    if not 0 <= fd < fdtable_max_fds(fdt):
+        return False
+    ptr = int(fdt.close_on_exec)
+    if not ptr:
+        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL close_on_exec bitmap")
+    try:
+        word = fdt.prog_.read_u64(ptr + (fd // BITS_PER_LONG) * 8)
+    except GuestDataError:
+        raise GuestDataError(
+            f"fdtable at 0x{fdt.address_:x}: close_on_exec bitmap at 0x{ptr:x} is unreadable"
+        ) from None
+    return bool(word >> (fd % BITS_PER_LONG) & 1)
+
+
+def cloexec_fds(fdt: Struct) -> set[int]:
+    """The fds whose close-on-exec bit is set in a ``struct fdtable`` (one read of the
+    whole close_on_exec bitmap)."""
+    return set(_set_bits(_read_bitmap(fdt, "close_on_exec", fdtable_max_fds(fdt))))
+
+
+# --------------------------------------------------------------------------- struct file
+
+
+def _file(file: Pointer | Struct) -> Struct:
+    if isinstance(file, Pointer):
+        if not file:
+            raise GuestDataError("NULL struct file")
+        return file.deref()
+    return file
+
+
+def file_flags(file: Pointer | Struct) -> int:
+    """``f_flags`` (O_* open flags) of a ``struct file``."""
+    return _file(file).f_flags
+
+
+def file_pos(file: Pointer | Struct) -> int:
+    """``f_pos`` of a ``struct file`` (the offset lseek(fd, 0, SEEK_CUR) gives)."""
+    return _file(file).f_pos
+
+
+def file_inode_ptr(file: Pointer | Struct) -> Pointer:
+    """``f_inode`` (``struct inode *``) of a ``struct file``; GuestDataError if NULL."""
+    f = _file(file)
+    inode = f.f_inode
+    if not inode:
+        raise GuestDataError(f"struct file at 0x{f.address_:x} has no inode")
+    return inode
+
+
+def _fops_by_address(prog: Program) -> dict[int, str]:
+    """Run-time address -> name of the file_operations tables in _FOPS_KINDS that this
+    kernel has (computed once per Program)."""
+    table = _FOPS_CACHE.get(prog)
+    if table is None:
+        table = {prog.symbol_address(n): n for n in _FOPS_KINDS if prog.has_symbol(n)}
+        _FOPS_CACHE[prog] = table
+    return table
+
+
+_FOPS_CACHE: weakref.WeakKeyDictionary[Program, dict[int, str]] = weakref.WeakKeyDictionary()
+
+
+def file_fops_name(file: Pointer | Struct) -> str | None:
+    """The symbol name of a ``struct file``'s ``f_op`` among the tables `file_kind` knows
+    (e.g. "tty_fops"), or None."""
+    f = _file(file)
+    fops = int(f.f_op)
+    return _fops_by_address(f.prog_).get(fops) if fops else None
+
+
+def inode_is_on_pipefs(inode: Pointer | Struct) -> bool:
+    """Does a ``struct inode`` belong to pipefs (an anonymous pipe, not a FIFO)?"""
+    sb = inode.i_sb
+    return bool(sb) and sb.s_magic == PIPEFS_MAGIC
+
+
+def socket_family(file: Pointer | Struct) -> int | None:
+    """The address family (AF_*) of a socket ``struct file`` (private_data is its
+    ``struct socket``), or None when it has no sock."""
+    f = _file(file)
+    prog = f.prog_
+    sock_addr = int(f.private_data)
+    if not sock_addr:
+        return None
+    sk = prog.struct("socket", sock_addr).sk
+    if not sk:
+        return None
+    return sk.deref().member_("__sk_common").skc_family
+
+
+def file_kind(file: Pointer | Struct) -> str:
+    """What a ``struct file`` is, in CRIU's terms: "reg" (regular files, directories,
+    symlinks and device files other than ttys: CRIU saves /dev/null as a regular file),
+    "tty", "pipe", "fifo", "unix"/"inet"/"netlink"/"packet"/"socket", "eventfd",
+    "eventpoll", "signalfd", "timerfd", "inotify", "fanotify", "pidfd", "memfd", ... or
+    "anon" (an anon-inode file of a kind not known here)."""
+    f = _file(file)
+    inode = file_inode_ptr(f)
+    mode = inode.i_mode & S_IFMT
+    fops = file_fops_name(f)
+    kind = _FOPS_KINDS.get(fops) if fops else None
+    if kind == "pipe" or (kind is None and mode == S_IFIFO):
+        return "pipe" if inode_is_on_pipefs(inode) else "fifo"
+    if kind == "socket" or (kind is None and mode == S_IFSOCK):
+        try:
+            family = socket_family(f)
+        except GuestDataError:
+            family = None
+        return _SOCKET_FAMILIES.get(family, "socket") if family is not None else "socket"
+    if kind is not None:
+        return kind
+    # Files on the kernel's internal mounts are no files on any file system: anon-inode
+    # files of kinds not listed above, and memfds (shmem files named "memfd:...").
+    if _on_internal_mount(f, "anon_inode_mnt"):
+        return "anon"
+    if _on_internal_mount(f, "shm_mnt") and dentry_name(f.f_path.dentry).startswith(b"memfd:"):
+        return "memfd"
+    if mode in (S_IFREG, S_IFDIR, S_IFLNK, S_IFBLK, S_IFCHR):
+        return "reg"
+    return "anon"  # no file type bits: an anon inode on some other internal mount
+
+
+def _on_internal_mount(f: Struct, symbol: str) -> bool:
+    """Is a ``struct file`` on the internal mount kernel variable `symbol` (a ``struct
+    vfsmount *``, e.g. anon_inode_mnt) points to?"""
+    prog = f.prog_
+    if not prog.has_symbol(symbol):
+        return False
+    try:
+        mnt = prog.read_u64(prog.symbol_address(symbol))
+    except GuestDataError:
+        return False
+    return bool(mnt) and int(f.f_path.mnt) == mnt
+
+
+# --------------------------------------------------------------------------- f_owner
+
+
+def file_owner(file: Pointer | Struct) -> Struct | None:
+    """The ``struct fown_struct`` of a ``struct file`` (F_SETOWN state): embedded
+    ``f_owner`` before 6.12, a pointer allocated on first F_SETOWN since (None while
+    unset)."""
+    f = _file(file)
+    owner = f.f_owner
+    if isinstance(owner, Pointer):
+        return owner.deref() if owner else None
+    return owner

@@ -1,0 +1,233 @@
+"""Terminals (``struct tty_struct``, ``struct tty_driver``, ``struct ktermios``).
+
+An open tty ``struct file`` has ``private_data`` = ``struct tty_file_private`` whose
+``tty`` is the ``struct tty_struct``; for a pty the two ends are two tty_structs
+linked through ``tty->link``. Which end an ioctl reads matters: the termios, locked
+termios, window size, session and process group of a pty pair live on the slave,
+and the kernel answers TCGETS, TIOCGLCKTRMIOS, TIOCGWINSZ, TIOCGSID and TIOCGPGRP on
+the master from the slave (tty_pair_get_tty); packet mode, the pty lock and
+TIOCEXCL are read from the end the file is open on.
+
+Driver types and tty->flags bits are #defines in include/linux/tty_driver.h and
+include/linux/tty.h, identical in 6.1 and 6.12; an ISF with an enum of them (newer
+kernels) is preferred.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import GuestDataError
+from ..core.objects import Pointer, Struct
+
+if TYPE_CHECKING:
+    from ..core.memory import Program
+
+# include/linux/tty_driver.h
+TTY_DRIVER_TYPE_SYSTEM = 0x0001
+TTY_DRIVER_TYPE_CONSOLE = 0x0002
+TTY_DRIVER_TYPE_SERIAL = 0x0003
+TTY_DRIVER_TYPE_PTY = 0x0004
+TTY_DRIVER_TYPE_SCC = 0x0005
+TTY_DRIVER_TYPE_SYSCONS = 0x0006
+SYSTEM_TYPE_TTY = 0x0001
+SYSTEM_TYPE_CONSOLE = 0x0002
+SYSTEM_TYPE_SYSCONS = 0x0003
+SYSTEM_TYPE_SYSPTMX = 0x0004
+PTY_TYPE_MASTER = 0x0001
+PTY_TYPE_SLAVE = 0x0002
+
+# include/linux/tty.h: bit numbers in tty->flags
+TTY_THROTTLED = 0
+TTY_IO_ERROR = 1
+TTY_OTHER_CLOSED = 2
+TTY_EXCLUSIVE = 3
+TTY_PTY_LOCK = 16
+TTY_HUPPED = 18
+
+# include/uapi/linux/major.h
+TTY_MAJOR = 4
+TTYAUX_MAJOR = 5
+UNIX98_PTY_MASTER_MAJOR = 128
+UNIX98_PTY_SLAVE_MAJOR = 136
+UNIX98_PTY_MAJOR_COUNT = 8
+
+#: include/uapi/asm-generic/termbits.h: NCCS of struct ktermios on x86
+NCCS = 19
+#: tty indexes are below a driver's num, at most a few million (pty max is 1<<20)
+MAX_TTY_INDEX = 1 << 22
+
+
+def _enum(prog: Program, enum: str, name: str, default: int) -> int:
+    return prog.symbols.enum_value(enum, name, default)
+
+
+def file_tty(file: Pointer | Struct) -> Pointer:
+    """The ``struct tty_struct *`` of an open tty ``struct file`` (file_tty():
+    ``((struct tty_file_private *)file->private_data)->tty``)."""
+    f = file.deref() if isinstance(file, Pointer) else file
+    prog = f.prog_
+    priv = int(f.private_data)
+    if not priv:
+        raise GuestDataError(f"tty file at 0x{f.address_:x} has no tty_file_private")
+    tfp = prog.struct("tty_file_private", priv)
+    try:
+        tty = tfp.tty
+        back = int(tfp.file)
+    except GuestDataError:
+        raise GuestDataError(f"tty file at 0x{f.address_:x}: tty_file_private at 0x{priv:x} is unreadable") from None
+    if not tty or back != f.address_:
+        raise GuestDataError(f"tty file at 0x{f.address_:x}: tty_file_private at 0x{priv:x} does not point back to it")
+    return tty
+
+
+def tty_driver(tty: Pointer | Struct) -> Pointer:
+    """``tty->driver`` (``struct tty_driver *``); GuestDataError if NULL."""
+    drv = tty.driver
+    if not drv:
+        raise GuestDataError(f"tty_struct at 0x{_addr(tty):x} has no driver")
+    return drv
+
+
+def tty_driver_type(tty: Pointer | Struct) -> tuple[int, int]:
+    """(type, subtype) of a ``struct tty_struct``'s driver (TTY_DRIVER_TYPE_*,
+    PTY_TYPE_* / SYSTEM_TYPE_*)."""
+    drv = tty_driver(tty)
+    return drv.type & 0xFFFF, drv.subtype & 0xFFFF
+
+
+def tty_is_pty(tty: Pointer | Struct) -> bool:
+    prog = tty.prog_
+    return tty_driver_type(tty)[0] == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_PTY", TTY_DRIVER_TYPE_PTY)
+
+
+def tty_is_pty_master(tty: Pointer | Struct) -> bool:
+    """Is a ``struct tty_struct`` the master end of a pty?"""
+    prog = tty.prog_
+    t, sub = tty_driver_type(tty)
+    return t == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_PTY", TTY_DRIVER_TYPE_PTY) and sub == _enum(
+        prog, "tty_driver_subtype", "PTY_TYPE_MASTER", PTY_TYPE_MASTER
+    )
+
+
+def tty_pair_get_tty(tty: Pointer | Struct) -> Pointer | Struct:
+    """The end that carries a pty pair's state: ``tty->link`` (the slave) for a master,
+    else the tty itself (drivers/tty/tty_io.c tty_pair_get_tty)."""
+    if tty_is_pty_master(tty):
+        link = tty.link
+        if not link:
+            raise GuestDataError(f"pty master at 0x{_addr(tty):x} has no slave (link)")
+        return link
+    return tty
+
+
+def tty_index(tty: Pointer | Struct) -> int:
+    """``tty->index``: the number of the tty in its driver (N of /dev/pts/N)."""
+    i = tty.index
+    if not 0 <= i < MAX_TTY_INDEX:
+        raise GuestDataError(f"tty_struct at 0x{_addr(tty):x} has impossible index {i}")
+    return i
+
+
+def tty_name(tty: Pointer | Struct) -> str:
+    """``tty->name`` (e.g. "pts0", "ptm0", "ttyS0")."""
+    return tty.name.string_().decode("utf-8", "backslashreplace")
+
+
+def tty_test_flag(tty: Pointer | Struct, bit: int) -> bool:
+    """test_bit(bit, &tty->flags)."""
+    return bool(tty.flags >> bit & 1)
+
+
+def tty_packet_mode(tty: Pointer | Struct) -> bool:
+    """TIOCPKT state of a ``struct tty_struct``: ``tty->ctrl.packet`` (5.17+) or
+    ``tty->packet`` (older)."""
+    if tty_struct_has(tty, "ctrl"):
+        return bool(tty.ctrl.packet)
+    return bool(tty.packet)
+
+
+def tty_session(tty: Pointer | Struct) -> Pointer:
+    """The session ``struct pid *`` of a ``struct tty_struct`` (may be NULL)."""
+    if tty_struct_has(tty, "ctrl"):
+        return tty.ctrl.session
+    return tty.session
+
+
+def tty_pgrp(tty: Pointer | Struct) -> Pointer:
+    """The foreground process group ``struct pid *`` of a ``struct tty_struct`` (may be
+    NULL)."""
+    if tty_struct_has(tty, "ctrl"):
+        return tty.ctrl.pgrp
+    return tty.pgrp
+
+
+def tty_winsize(tty: Pointer | Struct) -> tuple[int, int, int, int]:
+    """(rows, cols, xpixel, ypixel) of a ``struct tty_struct``."""
+    w = tty.winsize
+    return w.ws_row, w.ws_col, w.ws_xpixel, w.ws_ypixel
+
+
+def ktermios_values(t: Struct) -> tuple[list[int], bytes]:
+    """([c_iflag, c_oflag, c_cflag, c_lflag, c_line, c_ispeed, c_ospeed], c_cc) of a
+    ``struct ktermios``."""
+    cc = t.c_cc.read_()
+    return [t.c_iflag, t.c_oflag, t.c_cflag, t.c_lflag, t.c_line, t.c_ispeed, t.c_ospeed], cc
+
+
+def tty_termios(tty: Pointer | Struct) -> Struct:
+    """``tty->termios`` (``struct ktermios``)."""
+    return tty.termios
+
+
+def tty_termios_locked(tty: Pointer | Struct) -> Struct:
+    """``tty->termios_locked`` (``struct ktermios``: bits TIOCSLCKTRMIOS froze)."""
+    return tty.termios_locked
+
+
+def task_ctty(task: Struct) -> Pointer | None:
+    """The controlling terminal (``task->signal->tty``) of a ``struct task_struct``."""
+    signal = task.signal
+    if not signal:
+        return None
+    tty = signal.tty
+    return tty if tty else None
+
+
+def tty_struct_has(tty: Pointer | Struct, member: str) -> bool:
+    t = tty.deref() if isinstance(tty, Pointer) else tty
+    return t.has_member_(member)
+
+
+def _addr(obj: Pointer | Struct) -> int:
+    return int(obj) if isinstance(obj, Pointer) else obj.address_
+
+
+def mkdev(major: int, minor: int) -> int:
+    """The kernel's internal dev_t (MAJOR << 20 | MINOR)."""
+    return major << 20 | minor
+
+
+def tty_driver_name(tty: Pointer | Struct, rdev: int) -> str:
+    """What CRIU calls the tty behind a file opened on device `rdev` (kernel dev_t):
+    "ctty" for /dev/tty, "console" for /dev/console (whatever tty they lead to, CRIU
+    goes by the device), else by the driver: "pty-master", "pty-slave", "vt",
+    "serial", "system", "other"."""
+    major, minor = rdev >> 20, rdev & ((1 << 20) - 1)
+    if major == TTYAUX_MAJOR and minor == 0:
+        return "ctty"
+    if major == TTYAUX_MAJOR and minor == 1:
+        return "console"
+    prog = tty.prog_
+    t, sub = tty_driver_type(tty)
+    if t == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_PTY", TTY_DRIVER_TYPE_PTY):
+        if sub == _enum(prog, "tty_driver_subtype", "PTY_TYPE_MASTER", PTY_TYPE_MASTER):
+            return "pty-master"
+        return "pty-slave"
+    if t == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_CONSOLE", TTY_DRIVER_TYPE_CONSOLE):
+        return "vt"
+    if t == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_SERIAL", TTY_DRIVER_TYPE_SERIAL):
+        return "serial"
+    if t == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_SYSTEM", TTY_DRIVER_TYPE_SYSTEM):
+        return "system"
+    return "other"

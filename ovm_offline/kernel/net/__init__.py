@@ -1,0 +1,2 @@
+"""net: sockets: ``struct socket``, ``struct sock`` and its queues, and UNIX domain sockets
+(unix)."""

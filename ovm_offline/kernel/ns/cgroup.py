@@ -1,0 +1,88 @@
+"""Control groups: a task's cgroup on the default (v2) hierarchy and its path.
+
+task->cgroups (``struct css_set *``) ->dfl_cgrp (``struct cgroup *``) ->kn
+(``struct kernfs_node *``): the path is the chain of kernfs node names up to the
+hierarchy's root node (which has no parent and the name "").
+
+Kernel differences handled: ``kernfs_node.parent`` became ``__parent`` (an RCU
+pointer) in 6.13; ``name`` is a ``const char *`` throughout.  Both pinned kernels
+(6.1, 6.12) use ``parent``.
+"""
+
+from __future__ import annotations
+
+from ...errors import GuestDataError
+from ..core.objects import Pointer, Struct
+
+#: Bounds on hostile data: kernfs names are at most NAME_MAX, paths PATH_MAX.
+NAME_MAX = 255
+PATH_MAX = 4096
+MAX_DEPTH = 1024
+
+
+def kernfs_parent(kn: Pointer) -> Pointer:
+    """The parent ``struct kernfs_node *`` of a ``struct kernfs_node *``."""
+    node = kn.deref()
+    if node.has_member_("parent"):
+        return node.parent
+    return node.member_("__parent")  # 6.13+
+
+
+def kernfs_name(kn: Pointer) -> str:
+    """The name of a ``struct kernfs_node *``."""
+    name = kn.name
+    if not name:
+        return ""
+    return name.string_(NAME_MAX + 1).decode("utf-8", "backslashreplace")
+
+
+def kernfs_path(kn: Pointer) -> str:
+    """The path of a ``struct kernfs_node *`` from its root ("/" for the root itself)."""
+    parts: list[str] = []
+    length = 0
+    seen: set[int] = set()
+    node = kn
+    while node:
+        addr = int(node)
+        if addr in seen or len(parts) > MAX_DEPTH:
+            raise GuestDataError(f"kernfs node 0x{int(kn):x}: parent chain loops or is deeper than {MAX_DEPTH}")
+        seen.add(addr)
+        parent = kernfs_parent(node)
+        if not parent:
+            break  # the root's name is not part of the path
+        name = kernfs_name(node)
+        length += len(name) + 1
+        if length > PATH_MAX:
+            raise GuestDataError(f"kernfs node 0x{int(kn):x}: path longer than {PATH_MAX}")
+        parts.append(name)
+        node = parent
+    return "/" + "/".join(reversed(parts))
+
+
+def task_css_set(task: Struct) -> Pointer:
+    """``task->cgroups``: the ``struct css_set *`` of a ``struct task_struct``."""
+    return task.cgroups
+
+
+def task_dfl_cgroup(task: Struct) -> Pointer | None:
+    """The task's ``struct cgroup *`` on the default (v2) hierarchy."""
+    cset = task_css_set(task)
+    if not cset:
+        return None
+    cgrp = cset.dfl_cgrp
+    return cgrp if cgrp else None
+
+
+def cgroup_path(cgrp: Pointer) -> str:
+    """The path of a ``struct cgroup *`` within its hierarchy, e.g. "/ovmbox"."""
+    kn = cgrp.kn
+    if not kn:
+        return "/"
+    return kernfs_path(kn)
+
+
+def task_cgroup_path(task: Struct) -> str | None:
+    """The v2 cgroup path of a ``struct task_struct`` as /proc/PID/cgroup shows it from
+    the initial cgroup namespace ("0::/path"); None if it has no css_set."""
+    cgrp = task_dfl_cgroup(task)
+    return cgroup_path(cgrp) if cgrp is not None else None

@@ -1,0 +1,78 @@
+"""Namespaces of a task: the inode numbers /proc/PID/ns/* show.
+
+Every namespace struct embeds a ``struct ns_common ns`` whose ``inum`` is that
+inode number.  Most are reached through ``task->nsproxy``; the user namespace
+through the task's credentials, the PID namespace through its ``struct pid``
+(nsproxy->pid_ns_for_children is only where its *children* go).  An exiting task
+has no nsproxy (do_exit clears it): its fields are then None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..core.objects import Pointer, Struct
+from ..task.pid import task_active_pid_ns
+
+#: /proc/PID/ns name -> nsproxy member
+_NSPROXY_MEMBERS = {
+    "mnt": "mnt_ns",
+    "net": "net_ns",
+    "uts": "uts_ns",
+    "ipc": "ipc_ns",
+    "cgroup": "cgroup_ns",
+    "time": "time_ns",
+    "time_for_children": "time_ns_for_children",
+    "pid_for_children": "pid_ns_for_children",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class NamespaceInodes:
+    """Inode numbers of a task's namespaces (None: absent in this kernel, or the task
+    is exiting and has dropped its nsproxy)."""
+
+    pid: int | None = None
+    pid_for_children: int | None = None
+    mnt: int | None = None
+    net: int | None = None
+    uts: int | None = None
+    ipc: int | None = None
+    user: int | None = None
+    cgroup: int | None = None
+    time: int | None = None
+    time_for_children: int | None = None
+
+
+def ns_inum(ns: Pointer | Struct | None) -> int | None:
+    """The inode number of a namespace struct (``struct X_namespace *`` or ``struct net *``)."""
+    if ns is None or (isinstance(ns, Pointer) and not ns):
+        return None
+    return ns.ns.inum
+
+
+def task_nsproxy(task: Struct) -> Pointer | None:
+    """``task->nsproxy`` (``struct nsproxy *``), None once the task is exiting."""
+    p = task.nsproxy
+    return p if p else None
+
+
+def task_user_ns(task: Struct) -> Pointer | None:
+    """The ``struct user_namespace *`` of a task (real_cred->user_ns, as /proc/PID/ns/user)."""
+    cred = task.real_cred
+    return cred.user_ns if cred else None
+
+
+def task_namespaces(task: Struct) -> NamespaceInodes:
+    """All namespace inode numbers of a ``struct task_struct``."""
+    values: dict[str, int | None] = {}
+    pid_ns = task_active_pid_ns(task)
+    values["pid"] = ns_inum(pid_ns)
+    values["user"] = ns_inum(task_user_ns(task))
+    nsp = task_nsproxy(task)
+    if nsp is not None:
+        nsproxy = nsp.deref()
+        for field, member in _NSPROXY_MEMBERS.items():
+            if nsproxy.has_member_(member):  # time_ns: 5.6+, cgroup_ns: 4.6+
+                values[field] = ns_inum(nsproxy.member_(member))
+    return NamespaceInodes(**values)

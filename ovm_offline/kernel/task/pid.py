@@ -1,0 +1,144 @@
+"""PIDs and PID namespaces (``struct pid``, ``struct upid``, ``struct pid_namespace``).
+
+A ``struct pid`` has one ``upid`` per namespace level it is visible in:
+``numbers[0]`` is the global (init_pid_ns) number, ``numbers[pid->level]`` the
+number in the namespace the task lives in.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import GuestDataError
+from ..core.objects import Pointer, Struct
+
+if TYPE_CHECKING:
+    from ..core.memory import Program
+
+#: include/linux/pid_namespace.h: MAX_PID_NS_LEVEL; a larger level is garbage.
+MAX_PID_NS_LEVEL = 32
+#: include/linux/proc_ns.h: PROC_PID_INIT_INO, the inode of init_pid_ns.
+PROC_PID_INIT_INO = 0xEFFFFFFC
+
+# enum pid_type defaults (stable since 4.19; read from the ISF when present).
+_PIDTYPE_DEFAULTS = {"PIDTYPE_PID": 0, "PIDTYPE_TGID": 1, "PIDTYPE_PGID": 2, "PIDTYPE_SID": 3}
+
+
+def pid_type(prog: Program, name: str) -> int:
+    """The value of enum pid_type constant `name` (e.g. "PIDTYPE_PGID")."""
+    return prog.symbols.enum_value("pid_type", name, _PIDTYPE_DEFAULTS[name])
+
+
+def pid_level(pid: Pointer) -> int:
+    """``pid->level`` of a ``struct pid *``, checked against MAX_PID_NS_LEVEL."""
+    level = pid.level
+    if not 0 <= level <= MAX_PID_NS_LEVEL:
+        raise GuestDataError(f"struct pid at 0x{int(pid):x} has impossible level {level}")
+    return level
+
+
+def pid_nr(pid: Pointer) -> int:
+    """The global number of a ``struct pid *`` (0 for NULL)."""
+    if not pid:
+        return 0
+    return pid.numbers[0].nr
+
+
+def ns_of_pid(pid: Pointer) -> Pointer | None:
+    """The ``struct pid_namespace *`` a ``struct pid *`` was allocated in (None for NULL)."""
+    if not pid:
+        return None
+    return pid.numbers[pid_level(pid)].ns
+
+
+def pid_nr_ns(pid: Pointer, ns: Pointer | Struct) -> int:
+    """The number of ``struct pid *`` as seen from ``struct pid_namespace`` `ns`; 0 if
+    the pid is not visible there (kernel's pid_nr_ns)."""
+    if not pid:
+        return 0
+    ns_addr = int(ns) if isinstance(ns, Pointer) else ns.address_
+    level = ns.level
+    if level > pid_level(pid):
+        return 0
+    upid = pid.numbers[level]
+    return upid.nr if int(upid.ns) == ns_addr else 0
+
+
+def task_pid_ptr(task: Struct) -> Pointer:
+    """The ``struct pid *`` of a ``struct task_struct`` (thread_pid; pids[] before 4.19)."""
+    if task.has_member_("thread_pid"):
+        return task.thread_pid
+    return task.pids[pid_type(task.prog_, "PIDTYPE_PID")].pid
+
+
+def task_tgid_ptr(task: Struct) -> Pointer:
+    """The ``struct pid *`` of the thread group (the leader's pid)."""
+    return task.signal.pids[pid_type(task.prog_, "PIDTYPE_TGID")]
+
+
+def task_pgrp_ptr(task: Struct) -> Pointer:
+    """The ``struct pid *`` of the task's process group."""
+    return task.signal.pids[pid_type(task.prog_, "PIDTYPE_PGID")]
+
+
+def task_session_ptr(task: Struct) -> Pointer:
+    """The ``struct pid *`` of the task's session."""
+    return task.signal.pids[pid_type(task.prog_, "PIDTYPE_SID")]
+
+
+def task_active_pid_ns(task: Struct) -> Pointer | None:
+    """The ``struct pid_namespace *`` a ``struct task_struct`` lives in (None if its pid
+    is already detached)."""
+    return ns_of_pid(task_pid_ptr(task))
+
+
+def init_pid_ns(prog: Program) -> Struct:
+    """The initial ``struct pid_namespace``."""
+    return prog["init_pid_ns"]
+
+
+def pid_ns_inum(ns: Pointer | Struct) -> int:
+    """The inode number (/proc/PID/ns/pid) of a ``struct pid_namespace``."""
+    return ns.ns.inum
+
+
+def pid_ns_level(ns: Pointer | Struct) -> int:
+    level = ns.level
+    if not 0 <= level <= MAX_PID_NS_LEVEL:
+        raise GuestDataError(f"pid_namespace has impossible level {level}")
+    return level
+
+
+def task_ns_pid(task: Struct) -> int:
+    """The task's PID inside its own PID namespace (what getpid() returns there)."""
+    pid = task_pid_ptr(task)
+    if not pid:
+        return 0
+    return pid.numbers[pid_level(pid)].nr
+
+
+def task_ns_tgid(task: Struct) -> int:
+    """The thread group id inside the task's own PID namespace."""
+    ns = task_active_pid_ns(task)
+    return pid_nr_ns(task_tgid_ptr(task), ns) if ns is not None else 0
+
+
+def task_pgid(task: Struct, ns: Pointer | Struct | None = None) -> int:
+    """Process group id, global or as seen from `ns`."""
+    p = task_pgrp_ptr(task)
+    return pid_nr(p) if ns is None else pid_nr_ns(p, ns)
+
+
+def task_sid(task: Struct, ns: Pointer | Struct | None = None) -> int:
+    """Session id, global or as seen from `ns`."""
+    p = task_session_ptr(task)
+    return pid_nr(p) if ns is None else pid_nr_ns(p, ns)
+
+
+def pid_ns_at_level(task: Struct, level: int) -> Pointer | None:
+    """The task's PID namespace ancestor at `level` (0 = init_pid_ns), or None if the
+    task lives above that level."""
+    pid = task_pid_ptr(task)
+    if not pid or level > pid_level(pid):
+        return None
+    return pid.numbers[level].ns

@@ -1,0 +1,177 @@
+"""Tasks (``struct task_struct``): iteration, state, ids and credentials."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ...errors import GuestDataError
+from ..core.objects import Pointer, Struct
+from ..core.paging import PageTables
+from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
+
+if TYPE_CHECKING:
+    from ..core.memory import Program
+
+#: include/linux/sched.h: PF_KTHREAD (unchanged since 2.6.27)
+PF_KTHREAD = 0x00200000
+PF_EXITING = 0x00000004
+
+#: fs/proc/array.c task_state_array, indexed by fls(state & TASK_REPORT)
+TASK_STATE_LETTERS = "RSDTtXZPI"
+TASK_REPORT = 0x7F  # INTERRUPTIBLE|UNINTERRUPTIBLE|STOPPED|TRACED|EXIT_DEAD|EXIT_ZOMBIE|PARKED
+TASK_REPORT_IDLE = 0x80  # TASK_REPORT + 1
+TASK_UNINTERRUPTIBLE = 0x2
+TASK_NOLOAD = 0x400
+TASK_IDLE = TASK_UNINTERRUPTIBLE | TASK_NOLOAD
+TASK_RTLOCK_WAIT = 0x1000  # 5.15+
+TASK_FROZEN = 0x8000  # 6.1+
+
+#: A thread group cannot exceed the kernel's task limit (PID_MAX_LIMIT, 4M).
+MAX_THREADS = 1 << 22
+
+
+def for_each_process(prog: Program, *, limit: int = DEFAULT_LIMIT) -> Iterator[Struct]:
+    """Every thread-group leader (``struct task_struct``) on init_task.tasks, without
+    init_task (the idle task, pid 0), like the kernel's for_each_process."""
+    init_task = prog.symbol_address("init_task")
+    head = init_task + prog.member_offset("task_struct", "tasks")
+    yield from list_for_each_entry(prog, "task_struct", head, "tasks", name="init_task.tasks", limit=limit)
+
+
+def for_each_thread(task: Struct, *, limit: int = MAX_THREADS) -> Iterator[Struct]:
+    """Every thread (``struct task_struct``) in the thread group of `task`: the list
+    signal->thread_head linked through thread_node (thread_group before 6.7 kernels
+    had both; very old ones only thread_group)."""
+    prog = task.prog_
+    if task.has_member_("thread_node"):
+        signal = task.signal
+        if not signal:
+            yield task  # a task that has already released its signal_struct
+            return
+        head = (
+            signal.member_address_("thread_head")
+            if isinstance(signal, Struct)
+            else int(signal) + prog.member_offset("signal_struct", "thread_head")
+        )
+        yield from list_for_each_entry(
+            prog, "task_struct", head, "thread_node", name=f"thread_head of pid {task.pid}", limit=limit
+        )
+        return
+    # Old kernels: a circular list through every thread, the leader included.
+    yield task
+    yield from list_for_each_entry(
+        prog,
+        "task_struct",
+        task.member_address_("thread_group"),
+        "thread_group",
+        name=f"thread_group of pid {task.pid}",
+        limit=limit,
+    )
+
+
+def for_each_task(prog: Program, *, limit: int = DEFAULT_LIMIT) -> Iterator[Struct]:
+    """Every task (thread) of every process, leaders first within each group."""
+    for p in for_each_process(prog, limit=limit):
+        yield from for_each_thread(p)
+
+
+def find_task(prog: Program, pid: int) -> Struct | None:
+    """The ``struct task_struct`` with global `pid` (a thread id), or None."""
+    for t in for_each_task(prog):
+        if t.pid == pid:
+            return t
+    return None
+
+
+def task_comm(task: Struct) -> str:
+    """The command name (comm, 16 bytes) of a ``struct task_struct``."""
+    return task.comm.string_().decode("utf-8", "backslashreplace")
+
+
+def task_state_value(task: Struct) -> int:
+    """The raw scheduler state: ``__state`` (5.14+) or ``state`` (older, a long)."""
+    if task.has_member_("__state"):
+        return task.member_("__state") & 0xFFFF_FFFF
+    return task.member_("state") & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def task_state(task: Struct) -> str:
+    """The state of a ``struct task_struct`` as ps(1) prints it: one of R S D T t X Z P I
+    (fs/proc/array.c get_task_state / __task_state_index)."""
+    state = task_state_value(task)
+    exit_state = task.exit_state & 0xFFFF_FFFF
+    report = (state | exit_state) & TASK_REPORT
+    if state & TASK_IDLE == TASK_IDLE:
+        report = TASK_REPORT_IDLE
+    if state & (TASK_RTLOCK_WAIT | TASK_FROZEN):
+        report = TASK_UNINTERRUPTIBLE
+    return TASK_STATE_LETTERS[report.bit_length()]  # fls()
+
+
+def is_kthread(task: Struct) -> bool:
+    """Is the ``struct task_struct`` a kernel thread (PF_KTHREAD)?"""
+    return bool(task.flags & PF_KTHREAD)
+
+
+def task_pid(task: Struct) -> int:
+    """Global thread id of a ``struct task_struct``."""
+    return task.pid
+
+
+def task_tgid(task: Struct) -> int:
+    """Global thread-group (process) id of a ``struct task_struct``."""
+    return task.tgid
+
+
+def task_ppid(task: Struct) -> int:
+    """Global pid of the parent process (real_parent's tgid, as getppid()); 0 for
+    init_task's direct children (pid 1 and 2), since init_task's tgid is 0."""
+    parent = task.real_parent
+    return parent.tgid if parent else 0
+
+
+def task_thread_count(task: Struct) -> int:
+    """signal->nr_threads of a thread-group leader."""
+    signal = task.signal
+    if not signal:
+        return 1
+    n = signal.nr_threads
+    if not 0 <= n <= MAX_THREADS:
+        raise GuestDataError(f"pid {task.pid}: impossible thread count {n}")
+    return n
+
+
+def _cred(task: Struct, real: bool) -> Pointer:
+    return task.real_cred if real else task.cred
+
+
+def task_uid(task: Struct) -> int:
+    """Real uid of a ``struct task_struct`` (objective credentials, real_cred: the
+    first Uid: value of /proc/PID/status)."""
+    return _cred(task, True).uid.val
+
+
+def task_euid(task: Struct) -> int:
+    """Effective uid of a ``struct task_struct`` (real_cred)."""
+    return _cred(task, True).euid.val
+
+
+def task_gid(task: Struct) -> int:
+    """Real gid of a ``struct task_struct`` (real_cred)."""
+    return _cred(task, True).gid.val
+
+
+def task_egid(task: Struct) -> int:
+    """Effective gid of a ``struct task_struct`` (real_cred)."""
+    return _cred(task, True).egid.val
+
+
+def task_page_tables(task: Struct) -> PageTables | None:
+    """The user address space (``task->mm->pgd``) of a ``struct task_struct`` as
+    `PageTables` for bulk walks; None for kernel threads (no mm)."""
+    mm = task.mm
+    if not mm:
+        return None
+    prog = task.prog_
+    return PageTables(prog.source, prog.translate(int(mm.pgd)), prog.pgtable_levels, runs=prog.runs)

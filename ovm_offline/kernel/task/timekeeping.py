@@ -1,0 +1,34 @@
+"""The guest's clocks as of the snapshot, from the timekeeper (kernel/time/timekeeping.c).
+
+The timekeeper is updated every tick; the cycles since the last update are not in memory, so
+these readings lag the true instant of the snapshot by less than one tick.
+"""
+
+from __future__ import annotations
+
+from ..core.memory import Program
+
+NSEC_PER_SEC = 10**9
+
+
+def timekeeper(prog: Program):
+    """struct timekeeper of the running kernel (tk_core.timekeeper)."""
+    return prog["tk_core"].timekeeper
+
+
+def ktime_get_real_ns(prog: Program) -> int:
+    """CLOCK_REALTIME in ns (xtime)."""
+    tk = timekeeper(prog)
+    return tk.xtime_sec * NSEC_PER_SEC + (tk.tkr_mono.xtime_nsec >> tk.tkr_mono.shift)
+
+
+def ktime_get_ns(prog: Program) -> int:
+    """CLOCK_MONOTONIC in ns: xtime + wall_to_monotonic."""
+    tk = timekeeper(prog)
+    wtm = tk.wall_to_monotonic
+    return ktime_get_real_ns(prog) + wtm.tv_sec * NSEC_PER_SEC + wtm.tv_nsec
+
+
+def ktime_get_boottime_ns(prog: Program) -> int:
+    """CLOCK_BOOTTIME in ns: monotonic plus the time spent suspended (offs_boot)."""
+    return ktime_get_ns(prog) + timekeeper(prog).offs_boot

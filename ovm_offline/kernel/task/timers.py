@@ -1,0 +1,234 @@
+"""Time and timers of a process: the guest's clocks as of the snapshot, interval timers
+(setitimer) and POSIX timers (timer_create), as getitimer(2) / timer_gettime(2) would
+report them at that instant.
+
+* "Now" comes from the timekeeper (``tk_core.timekeeper``): CLOCK_MONOTONIC =
+  ``tkr_mono.base + (tkr_mono.xtime_nsec >> tkr_mono.shift)`` is the clock as of the
+  timekeeper's last update; the cycles the clocksource counted since then are not in
+  memory, so "now" may lag the snapshot by up to a tick (longer if every CPU idled
+  without ticks). Other clocks add ``offs_real`` / ``offs_boot`` / ``offs_tai``.
+* ITIMER_REAL is ``signal->real_timer`` (an hrtimer on CLOCK_MONOTONIC) with interval
+  ``signal->it_real_incr``; after it fires it stays unqueued until the SIGALRM is
+  dequeued (which re-arms it), so a stopped process with a pending SIGALRM has 0 left.
+* ITIMER_PROF / ITIMER_VIRT are ``signal->it[CPUCLOCK_PROF / CPUCLOCK_VIRT]``: absolute
+  expiry in process CPU time, compared with ``signal->cputimer`` (kernel/time/itimer.c).
+* POSIX timers are ``struct k_itimer`` on ``signal->posix_timers`` (a list_head before
+  6.11, an hlist since; the 6.1 and 6.12 pinned kernels differ here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ...errors import GuestDataError, UnsupportedError
+from ...state import Itimer, PosixTimer
+from ..core.objects import Pointer, Struct
+from ..ds.list import hlist_for_each_entry, list_for_each_entry
+from .pid import pid_nr_ns
+
+if TYPE_CHECKING:
+    from ..core.memory import Program
+
+#: include/uapi/linux/time.h
+CLOCK_REALTIME = 0
+CLOCK_MONOTONIC = 1
+CLOCK_MONOTONIC_RAW = 4
+CLOCK_REALTIME_COARSE = 5
+CLOCK_MONOTONIC_COARSE = 6
+CLOCK_BOOTTIME = 7
+CLOCK_REALTIME_ALARM = 8
+CLOCK_BOOTTIME_ALARM = 9
+CLOCK_TAI = 11
+#: include/linux/posix-timers.h
+CPUCLOCK_PROF = 0
+CPUCLOCK_VIRT = 1
+REQUEUE_PENDING = 1
+#: include/uapi/asm-generic/siginfo.h
+SIGEV_SIGNAL = 0
+SIGEV_NONE = 1
+SIGEV_THREAD_ID = 4
+#: include/linux/hrtimer.h
+HRTIMER_STATE_ENQUEUED = 0x01
+NSEC_PER_USEC = 1000
+DEFAULT_TICK_NSEC = 4_000_000  # HZ=250, Debian's
+INT_MAX = (1 << 31) - 1
+#: A process cannot have more timers than this (the kernel caps ids at INT_MAX, memory far lower).
+MAX_POSIX_TIMERS = 1 << 20
+
+
+def timekeeper(prog: Program) -> Struct:
+    """The kernel's ``struct timekeeper`` (``tk_core.timekeeper``)."""
+    return prog["tk_core"].timekeeper
+
+
+def _tkr_now(tkr: Struct) -> int:
+    return tkr.base + (tkr.xtime_nsec >> tkr.shift)
+
+
+def clock_now(prog: Program, clock_id: int) -> int:
+    """The value in ns of clock `clock_id` as of the timekeeper's last update."""
+    tk = timekeeper(prog)
+    if clock_id == CLOCK_MONOTONIC_RAW:
+        return _tkr_now(tk.tkr_raw)
+    mono = _tkr_now(tk.tkr_mono)
+    if clock_id in (CLOCK_MONOTONIC, CLOCK_MONOTONIC_COARSE):
+        return mono
+    if clock_id in (CLOCK_REALTIME, CLOCK_REALTIME_COARSE, CLOCK_REALTIME_ALARM):
+        return mono + tk.offs_real
+    if clock_id in (CLOCK_BOOTTIME, CLOCK_BOOTTIME_ALARM):
+        return mono + tk.offs_boot
+    if clock_id == CLOCK_TAI:
+        return mono + tk.offs_tai
+    raise UnsupportedError(f"clock {clock_id} has no timekeeper reading")
+
+
+def tick_nsec(prog: Program) -> int:
+    """TICK_NSEC: the length of one scheduler tick in ns (``tick_nsec``)."""
+    if prog.has_symbol("tick_nsec"):
+        v = prog["tick_nsec"]
+        if isinstance(v, int) and 0 < v <= 1_000_000_000:
+            return v
+    return DEFAULT_TICK_NSEC
+
+
+def hrtimer_clock_id(timer: Struct) -> int:
+    """The clock of a ``struct hrtimer`` (``timer->base->clockid``)."""
+    base = timer.base
+    if not base:
+        raise GuestDataError(f"hrtimer at 0x{timer.address_:x} has no clock base")
+    return base.clockid
+
+
+def hrtimer_active(timer: Struct) -> bool:
+    """Is a ``struct hrtimer`` queued or its callback running (hrtimer_active)?"""
+    if timer.state & HRTIMER_STATE_ENQUEUED:
+        return True
+    base = timer.base
+    return bool(base) and int(base.running) == timer.address_
+
+
+def hrtimer_expires(timer: Struct) -> int:
+    """The hard expiry of a ``struct hrtimer`` in ns of its clock."""
+    return timer.node.expires
+
+
+def hrtimer_remaining(timer: Struct, now: int | None = None) -> int:
+    """Expiry minus now, in ns (negative when overdue), "now" read from the timekeeper
+    for the timer's clock unless given."""
+    if now is None:
+        now = clock_now(timer.prog_, hrtimer_clock_id(timer))
+    return hrtimer_expires(timer) - now
+
+
+def itimer_real(signal: Struct, now: int | None = None) -> Itimer:
+    """ITIMER_REAL of a ``struct signal_struct`` as getitimer() reports it: 1 us left for
+    a timer that is due but has not fired yet, 0 for one not armed or already fired."""
+    timer = signal.real_timer
+    if hrtimer_active(timer):
+        rem = hrtimer_remaining(timer, now)
+        rem = rem if rem > 0 else NSEC_PER_USEC
+    else:
+        rem = 0
+    return Itimer(interval_us=max(signal.it_real_incr, 0) // NSEC_PER_USEC, value_us=rem // NSEC_PER_USEC)
+
+
+def signal_cputime_samples(signal: Struct) -> tuple[int, int]:
+    """(prof, virt) process CPU time in ns from ``signal->cputimer`` (utime+stime, utime),
+    which the kernel keeps running while a CPU itimer is armed."""
+    atomic = signal.cputimer.cputime_atomic
+    utime, stime = atomic.utime.counter, atomic.stime.counter
+    return utime + stime, utime
+
+
+def itimer_cpu(signal: Struct, clock: int) -> Itimer:
+    """ITIMER_PROF (`clock` CPUCLOCK_PROF) or ITIMER_VIRTUAL (CPUCLOCK_VIRT) of a ``struct
+    signal_struct`` as getitimer() reports it (kernel/time/itimer.c get_cpu_itimer)."""
+    it = signal.it[clock]
+    expires, incr = it.expires, it.incr
+    if expires:
+        sample = signal_cputime_samples(signal)[clock]
+        expires = tick_nsec(signal.prog_) if expires < sample else expires - sample
+    return Itimer(interval_us=incr // NSEC_PER_USEC, value_us=expires // NSEC_PER_USEC)
+
+
+def signal_itimers(signal: Struct) -> dict[str, Itimer]:
+    """The three interval timers of a ``struct signal_struct``: "real", "virt", "prof"."""
+    return {
+        "real": itimer_real(signal),
+        "virt": itimer_cpu(signal, CPUCLOCK_VIRT),
+        "prof": itimer_cpu(signal, CPUCLOCK_PROF),
+    }
+
+
+def for_each_posix_timer(signal: Struct) -> Iterator[Struct]:
+    """Every ``struct k_itimer`` on ``signal->posix_timers``, newest first (the kernel adds
+    new timers at the head)."""
+    prog = signal.prog_
+    head = signal.member_address_("posix_timers")
+    name = f"posix_timers of signal_struct 0x{signal.address_:x}"
+    if signal.type_.member("posix_timers").type.describe().endswith("hlist_head"):
+        yield from hlist_for_each_entry(prog, "k_itimer", head, "list", name=name, limit=MAX_POSIX_TIMERS)
+    else:
+        yield from list_for_each_entry(prog, "k_itimer", head, "list", name=name, limit=MAX_POSIX_TIMERS)
+
+
+def _k_itimer_sigev(timer: Struct) -> tuple[int, int]:
+    """(si_signo, sival_ptr) a timer sends: from its preallocated sigqueue (<= 6.12) or
+    the it_sigev_* fields that replace it in later kernels."""
+    if timer.has_member_("sigq"):
+        q = timer.sigq
+        if not q:
+            raise GuestDataError(f"k_itimer {timer.it_id} has no sigqueue")
+        raw = q.info.read_()
+        signo = int.from_bytes(raw[0:4], "little", signed=True)
+        sival = int.from_bytes(raw[24:32], "little")  # _sifields._timer._sigval (after _tid, _overrun)
+        return signo, sival
+    return timer.it_sigev_signo, int(timer.it_sigev_value.sival_ptr)
+
+
+def _k_itimer_expires(timer: Struct) -> int:
+    clock = timer.it_clock
+    if clock in (CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM):
+        return timer.it.alarm.alarmtimer.node.expires
+    return hrtimer_expires(timer.it.real.timer)
+
+
+def k_itimer_state(timer: Struct, pid_ns: Pointer | Struct) -> PosixTimer:
+    """A ``struct k_itimer`` as /proc/PID/timers, timer_gettime() and timer_getoverrun()
+    show it (kernel/time/posix-timers.c common_timer_get), thread ids seen from `pid_ns`.
+    Timers on CPU-time clocks (negative clock ids) are not supported."""
+    clock = timer.it_clock
+    if clock < 0:
+        raise UnsupportedError(f"posix timer {timer.it_id} counts CPU time (clock {clock}): not supported")
+    notify = timer.it_sigev_notify
+    signo, sival = _k_itimer_sigev(timer)
+    tid = pid_nr_ns(timer.it_pid, pid_ns) if notify & SIGEV_THREAD_ID else 0
+    interval = timer.it_interval
+    overrun = timer.it_overrun_last
+    sig_none = notify & ~SIGEV_THREAD_ID == SIGEV_NONE
+    value = 0
+    if interval or timer.it_active or sig_none:
+        remaining = _k_itimer_expires(timer) - clock_now(timer.prog_, clock)
+        if interval > 0 and remaining <= 0 and (timer.it_requeue_pending & REQUEUE_PENDING or sig_none):
+            # timer_get forwards a periodic timer whose signal is still queued past now
+            remaining += ((-remaining) // interval + 1) * interval
+        value = remaining if remaining > 0 else (0 if sig_none else 1)
+    return PosixTimer(
+        timer_id=timer.it_id,
+        clock_id=clock,
+        signal=signo,
+        notify=notify,
+        notify_thread_id=tid,
+        sival_ptr=sival,
+        overrun=min(overrun, INT_MAX),
+        interval_ns=interval,
+        value_ns=value,
+    )
+
+
+def signal_posix_timers(signal: Struct, pid_ns: Pointer | Struct) -> list[PosixTimer]:
+    """Every POSIX timer of a ``struct signal_struct``, oldest first: the kernel adds new
+    timers at the head of its list and /proc/PID/timers lists them in list order; CRIU
+    prepends each line it parses, so its images hold them in creation order."""
+    return [k_itimer_state(t, pid_ns) for t in reversed(list(for_each_posix_timer(signal)))]
