@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from . import sources
-from .errors import OvmError
+from .errors import ExitCode, OvmError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -273,10 +273,10 @@ def main() -> None:
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("ovm-offline: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         click.echo("ovm-offline: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)
@@ -288,7 +288,7 @@ def main() -> None:
         if os.environ.get("OVM_DEBUG"):
             traceback.print_exc()
         click.echo(f"ovm-offline: internal error: {type(e).__name__}: {e} (set OVM_DEBUG=1 for a traceback)", err=True)
-        sys.exit(70)
+        sys.exit(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .criu import build
-from .errors import GuestDataError, OvmError, UnsupportedError
+from .errors import GuestDataError, NoSuchProcess, UnsupportedError
 from .extract.anonfds import attach_anon_fds
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
@@ -37,10 +37,6 @@ from .state import CgroupDir, NamespaceIds, ProcessState, SharedMemory
 
 MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
 EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
-
-
-class NoSuchProcess(OvmError):
-    exit_code = 7
 
 
 @dataclasses.dataclass

@@ -1,31 +1,109 @@
-"""Errors that reach the user as one line and a non-zero exit, never a traceback."""
+"""Errors that reach the user as one line and a non-zero exit, never a traceback, and the
+one table of exit codes (`ExitCode`; the README lists it)."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "EXIT_CODE_MEANINGS",
+    "ExitCode",
+    "GuestDataError",
+    "ImageError",
+    "NoSuchProcess",
+    "OutputExistsError",
+    "OvmError",
+    "SourceError",
+    "SymbolError",
+    "UnsupportedError",
+]
+
+
+class ExitCode(enum.IntEnum):
+    """Every exit status of `ovm-offline`."""
+
+    OK = 0
+    FAILED = 1  # any other one-line error; `diff`: the directories differ
+    SOURCE = 2  # also click's own for a usage error
+    SYMBOLS = 3
+    GUEST_DATA = 4
+    UNSUPPORTED = 5
+    IMAGES = 6
+    NO_SUCH_PROCESS = 7
+    INTERNAL = 70  # EX_SOFTWARE: a bug of ours, not bad input
+    INTERRUPTED = 130  # 128 + SIGINT
+
+
+#: What each exit status means, with an example message (the README's table is this one).
+EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
+    ExitCode.OK: ("success; `diff`: no differences beyond the ignored fields", ""),
+    ExitCode.FAILED: ("an error not covered below; `diff`: the directories differ", "/no/such/dir does not exist"),
+    ExitCode.SOURCE: (
+        "the memory source is unreadable, truncated, corrupt or of another architecture (or a usage error)",
+        "guest.elf: truncated: PT_LOAD 3 ends at 0x21000000, the file at 0x1000000",
+    ),
+    ExitCode.SYMBOLS: ("no usable ISF for the guest kernel", "no ISF for Linux version 6.1.0-56-cloud-amd64 (...)"),
+    ExitCode.GUEST_DATA: (
+        "guest kernel data is inconsistent (a loop, an absurd length, a bad pointer)",
+        "process tree below PID 1 loops at PID 42",
+    ),
+    ExitCode.UNSUPPORTED: (
+        "the process uses something ovm-offline cannot save (yet)",
+        "cannot save 1 open file(s) yet: PID 10000 (srv) fd 3: an IPv4/IPv6 socket (...)",
+    ),
+    ExitCode.IMAGES: (
+        "the output directory exists, or an image file is truncated or corrupt",
+        "images exists and is not empty; pass --force to replace it",
+    ),
+    ExitCode.NO_SUCH_PROCESS: ("no such PID or container in the guest", "no process with PID 4242 in the guest"),
+    ExitCode.INTERNAL: ("a bug of ours (OVM_DEBUG=1 shows the traceback)", "internal error: KeyError: ..."),
+    ExitCode.INTERRUPTED: ("interrupted (Ctrl-C)", "interrupted"),
+}
 
 
 class OvmError(Exception):
     """Base for every error the CLI reports as a one-line message."""
 
-    exit_code = 1
+    exit_code: ExitCode = ExitCode.FAILED
 
 
 class SourceError(OvmError):
     """The memory source (dump file or live guest) is unreadable, truncated or corrupt."""
 
-    exit_code = 2
+    exit_code = ExitCode.SOURCE
 
 
 class SymbolError(OvmError):
     """No usable symbol table (ISF) for the guest kernel."""
 
-    exit_code = 3
+    exit_code = ExitCode.SYMBOLS
 
 
 class GuestDataError(OvmError):
     """Guest kernel data is inconsistent: a looping list, an absurd length, a bad pointer."""
 
-    exit_code = 4
+    exit_code = ExitCode.GUEST_DATA
 
 
 class UnsupportedError(OvmError):
     """The guest uses something ovm-offline cannot save yet."""
 
-    exit_code = 5
+    exit_code = ExitCode.UNSUPPORTED
+
+
+class ImageError(OvmError):
+    """A CRIU image is truncated, corrupt, of an unknown kind, or cannot be encoded."""
+
+    exit_code = ExitCode.IMAGES
+
+
+class OutputExistsError(OvmError):
+    """The output directory exists (and may not be replaced)."""
+
+    exit_code = ExitCode.IMAGES
+
+
+class NoSuchProcess(OvmError):
+    """No process (or container) of that id in the guest."""
+
+    exit_code = ExitCode.NO_SUCH_PROCESS

@@ -10,11 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import OvmError
-
-
-class OutputExistsError(OvmError):
-    exit_code = 6
+from .errors import OutputExistsError, OvmError
 
 
 def check_target(target: Path, force: bool) -> None:

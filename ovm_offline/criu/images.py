@@ -28,8 +28,7 @@ from typing import BinaryIO, NamedTuple
 
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from ovm_offline.errors import OvmError
-
+from ..errors import ImageError
 from .pb import criu_files_pb2 as files_pb
 from .pb import criu_mm_pb2 as mm_pb
 from .pb import criu_net_pb2 as net_pb
@@ -46,12 +45,6 @@ PE_LAZY = 2
 PE_PRESENT = 4
 
 _U32 = struct.Struct("<I")
-
-
-class ImageError(OvmError):
-    """A CRIU image is truncated, corrupt, of an unknown kind, or cannot be encoded."""
-
-    exit_code = 6
 
 
 @dataclass(frozen=True)
