@@ -12,7 +12,10 @@ import pytest
 from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
-from ovm_offline.criu import build, images
+from ovm_offline.criu import images, pb
+from ovm_offline.criu.build import files as build_files
+from ovm_offline.criu.build import mm as build_mm
+from ovm_offline.criu.build.common import Written
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.core.memory import START_KERNEL_MAP
 from ovm_offline.kernel.ds.xarray import xa_for_each
@@ -47,14 +50,18 @@ def test_shmem_both_processes_map_one_memfd_with_only_the_touched_pages(dumped, 
     shared_file = next(e for e in files.values() if e.HasField("reg") and e.reg.name.endswith("/shared.dat"))
     assert shared_file.reg.flags == 0  # the open mode is the VMAs' fdflags, as dump_filemap leaves it
     for pid in pids:
-        anon = [v for v in _vmas(d, pid) if v.status & build.VMA_AREA_MEMFD]
+        anon = [v for v in _vmas(d, pid) if v.status & build_mm.VMA_AREA_MEMFD]
         assert [(v.shmid, v.flags, v.end - v.start) for v in anon] == [(memfd_file.id, 0x01, 16 * PAGE)]
         filemaps = [v for v in _vmas(d, pid) if v.shmid == shared_file.id]
-        assert all(v.status == build.VMA_AREA_REGULAR | build.VMA_FILE_SHARED and v.fdflags == 2 for v in filemaps)
+        assert all(
+            v.status == build_mm.VMA_AREA_REGULAR | build_mm.VMA_FILE_SHARED and v.fdflags == 2 for v in filemaps
+        )
         # the child also maps file pages 2-4 on its own
         assert sorted(v.pgoff for v in filemaps) == ([0] if pid == pids[0] else [0, 2 * PAGE])
         # nothing of the shared VMAs is in the process's own pages
-        shared = [(v.start, v.end) for v in _vmas(d, pid) if v.status & (build.VMA_FILE_SHARED | build.VMA_ANON_SHARED)]
+        shared = [
+            (v.start, v.end) for v in _vmas(d, pid) if v.status & (build_mm.VMA_FILE_SHARED | build_mm.VMA_ANON_SHARED)
+        ]
         assert not [p for p in images.ImageDir(d).pages(pid) if any(s <= p.vaddr < e for s, e in shared)]
     pages = list(images.ImageDir(d).pages(memfds[0].shmid, images.SHMEM_PAGEMAP))
     assert [p.vaddr // PAGE for p in pages] == [0, 1, 2, 3, 8, 9, 10, 11]  # what R and K wrote, no more
@@ -86,9 +93,9 @@ def test_sysvshm_saves_the_ipc_namespace_with_both_segments(dumped, kernel):
     pages_b = {p.vaddr // PAGE: p.data for p in idir.pages(b, images.SHMEM_PAGEMAP)}
     assert list(pages_b) == [0] and pages_b[0][:64] == _pattern("B", 0)
     for pid in pids:  # both attach A (inherited over fork); B is detached
-        sysv = [v for v in _vmas(d, pid) if v.status & build.VMA_AREA_SYSVIPC]
+        sysv = [v for v in _vmas(d, pid) if v.status & build_mm.VMA_AREA_SYSVIPC]
         assert [(v.shmid, v.status, v.flags) for v in sysv] == [
-            (a, build.VMA_AREA_REGULAR | build.VMA_ANON_SHARED | build.VMA_AREA_SYSVIPC, 0x21)
+            (a, build_mm.VMA_AREA_REGULAR | build_mm.VMA_ANON_SHARED | build_mm.VMA_AREA_SYSVIPC, 0x21)
         ]
 
 
@@ -100,8 +107,8 @@ def _shm(ino: int, size: int, pages: list[PageRun] | None = None) -> SharedMemor
 
 
 def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path):
-    files = build.FileTable()
-    written = build.Written()
+    files = build_files.FileTable()
+    written = Written()
     dumped_pages: list[int] = []
 
     def write_pages(shm, path):
@@ -110,7 +117,7 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
         return [(r.vaddr, r.length // PAGE, 4) for r in shm.pages]
 
     ids = iter(range(1, 100))
-    shmem = build.ShmemImages(tmp_path, files, ids.__next__, write_pages, written)
+    shmem = build_mm.ShmemImages(tmp_path, files, ids.__next__, write_pages, written)
     a = _shm(7, 3 * PAGE, [PageRun(PAGE, 0x5000, PAGE)])
     empty = _shm(9, 0)
 
@@ -118,7 +125,8 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
         return Vma(start=0, end=PAGE, pgoff=0, prot=3, flags=1, kind="file", shared=True, shmem=shm, file_flags=2)
 
     entries = [
-        build.M.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1) for _ in range(3)
+        pb.criu_mm_pb2.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1)
+        for _ in range(3)
     ]
     for e, shm in zip(entries, (a, empty, a)):
         shmem.map(vma(shm), e)
@@ -134,7 +142,7 @@ def test_a_memfd_entry_lands_in_its_own_slot_after_a_postponed_socket(tmp_path):
     its id but no entry. A memfd met then must still get its own entry, not another's."""
     from ovm_offline.state import FileIdentity, OpenFile, SocketOptions, UnixSocketState
 
-    files = build.FileTable()
+    files = build_files.FileTable()
     opts = SocketOptions(
         sndbuf=1,
         rcvbuf=1,
@@ -168,15 +176,19 @@ def test_a_memfd_entry_lands_in_its_own_slot_after_a_postponed_socket(tmp_path):
         )
 
     assert files.open_file(sock(1, 100, 101)) == 1  # postponed: its peer comes later
-    shmem = build.ShmemImages(tmp_path, files, iter(range(1, 9)).__next__, lambda shm, path: [], build.Written())
-    entry = build.M.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1)
+    shmem = build_mm.ShmemImages(tmp_path, files, iter(range(1, 9)).__next__, lambda shm, path: [], Written())
+    entry = pb.criu_mm_pb2.vma_entry(start=0, end=PAGE, pgoff=0, shmid=0, prot=3, flags=1, status=0, fd=-1)
     shmem.map(
         Vma(start=0, end=PAGE, pgoff=0, prot=3, flags=1, kind="file", shared=True, shmem=_shm(7, 0), file_flags=2),
         entry,
     )
     assert entry.shmid == 2
     assert files.open_file(sock(2, 101, 100)) == 3
-    assert [(e.type, e.id) for e in files.entries] == [(build.F.MEMFD, 2), (build.F.UNIXSK, 3), (build.F.UNIXSK, 1)]
+    assert [(e.type, e.id) for e in files.entries] == [
+        (pb.criu_files_pb2.MEMFD, 2),
+        (pb.criu_files_pb2.UNIXSK, 3),
+        (pb.criu_files_pb2.UNIXSK, 1),
+    ]
 
 
 # --- page caches and IPC ids in fake memory laid out by the real ISFs ----------------------------

@@ -208,13 +208,13 @@ def _cg(path: str, *children):
 
 
 def _cg_image(paths: list[str], dirs: dict):
-    from ovm_offline.criu.build import CgroupSets, DumpSet
+    from ovm_offline.criu.build.cgroup import CgroupSets
 
     class P:
         def __init__(self, cgroup):
             self.cgroup = cgroup
 
-    sets = CgroupSets(DumpSet(processes=[], root_namespaces=None, monotonic_ns=0, boottime_ns=0, cgroups=dirs))
+    sets = CgroupSets(dirs)
     ids = [sets.set_of(P(p)) for p in paths]
     return ids, sets.image(ids[0])
 

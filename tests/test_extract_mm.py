@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ovm_offline.criu.build import vma_status as criu_vma_status
+from ovm_offline.criu.build.mm import vma_status as criu_vma_status
 from ovm_offline.extract.mm import MmBusyError, extract_mm
 from ovm_offline.extract.pages import PAGE_SIZE, PagesStats, write_pages
 from ovm_offline.kernel import open_kernel

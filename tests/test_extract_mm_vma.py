@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_kernel_common import ISF, SparseSource
 
-from ovm_offline.criu.build import vma_status as criu_vma_status
+from ovm_offline.criu.build.mm import vma_status as criu_vma_status
 from ovm_offline.extract.mm import (
     MAP_ANONYMOUS,
     MAP_GROWSDOWN,

@@ -1,0 +1,178 @@
+"""Turn extracted process state (ovm_offline.state) into CRIU 3.17 image messages and files,
+one module per image family: task (core), mm (mm, pagemap, shared memory), files (files,
+fdinfo, tty-info, pipe and FIFO data), net (UNIX sockets, sk-queues), ns (ids, IPC and time
+namespaces), cgroup. `write_dump` writes them all in CRIU's order.
+
+Ids follow CRIU's own numbering, so our images read like `criu dump`'s: kernel objects
+(mm, files table, fs, sighand) get ids in the order they are met with 1 reserved for criu's
+own (the inventory's root_ids); file entries are numbered as CRIU meets them (the exe file,
+mapped files in VMA order, fds in fd order, then cwd and root of each task); namespaces
+are numbered in the order criu collects its own (pid, net, ipc, uts, time, mnt, user, cgroup).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from google.protobuf.message import Message
+
+from ...state import CgroupDir, IpcNamespaceState, NamespaceIds, ProcessState, SharedMemory
+from .. import images
+from .cgroup import CRIU_CGROUP, CgroupSets
+from .common import F, T, Written
+from .files import FD_CLOEXEC, FD_TYPES, FileTable, tty_info
+from .mm import ShmemImages, mm_entry, pagemap_entries
+from .ns import ObjectIds, timens_entry, write_ipc_namespace
+from .task import core
+
+__all__ = ["CRIU_CGROUP", "DumpSet", "PagesWriter", "ShmemPagesWriter", "Written", "write_dump"]
+
+#: writes pages-N.img of a process (or a shmem file) at the path given and returns its pagemap
+#: entries (vaddr, nr_pages, flags)
+PagesWriter = Callable[[ProcessState, Path], list[tuple[int, int, int]]]
+ShmemPagesWriter = Callable[[SharedMemory, Path], list[tuple[int, int, int]]]
+
+
+@dataclasses.dataclass
+class DumpSet:
+    """Everything one dump writes: the processes (root first) and what the system around them
+    looked like (the namespaces and clocks CRIU records for restore)."""
+
+    processes: list[ProcessState]
+    root_namespaces: NamespaceIds  # of the guest's init
+    monotonic_ns: int
+    boottime_ns: int
+    # cgroup path -> its directory subtree, for every cgroup of a process other than CRIU_CGROUP
+    cgroups: dict[str, CgroupDir] = dataclasses.field(default_factory=dict)
+    # the tree's own IPC namespace (None when it shares the host's, which CRIU does not save)
+    ipc_namespace: IpcNamespaceState | None = None
+
+
+class _Writer:
+    """The state of one write_dump: the directory, the id allocators, the files table."""
+
+    def __init__(self, dump: DumpSet, directory: Path, write_shmem_pages: ShmemPagesWriter | None) -> None:
+        self.dump = dump
+        self.directory = directory
+        self.written = Written()
+        self.ids = ObjectIds(dump.root_namespaces)
+        self.files = FileTable()
+        self.files.net_ns_id = lambda inum: self.ids.ns("net", inum)
+        self.cg_sets = CgroupSets(dump.cgroups)
+        self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
+        self.shmem = ShmemImages(directory, self.files, self.next_pages_id, write_shmem_pages, self.written)
+
+    def put(self, kind: images.ImageKind, entries: Sequence[Message], image_id: int | None = None) -> None:
+        images.write_image(self.directory / kind.filename(image_id), kind, list(entries))
+        self.written.images += 1
+
+    def head(self) -> None:
+        """inventory.img and pstree.img."""
+        inventory = T.inventory_entry(
+            img_version=2,
+            fdinfo_per_id=True,
+            root_ids=self.ids.root_ids(),
+            ns_per_id=True,
+            root_cg_set=1,
+            lsmtype=T.NO_LSM,
+            network_lock_method=0,
+        )
+        self.put(images.INVENTORY, [inventory])
+        pstree = [
+            T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid, threads=[t.tid for t in p.threads])
+            for p in self.dump.processes
+        ]
+        self.put(images.PSTREE, pstree)
+
+    def process(self, proc: ProcessState, write_pages: PagesWriter) -> None:
+        """ids, core of every thread, mm, pagemap and pages, fdinfo and fs of one process."""
+        cg_set = self.cg_sets.set_of(proc)
+        self.put(images.IDS, [self.ids.task_ids(proc)], proc.pid)
+        for thread in proc.threads:
+            self.put(images.CORE, [core(proc, thread, cg_set)], thread.tid)
+        self.put(images.MM, [mm_entry(proc.mm, self.files, self.shmem)], proc.pid)
+
+        pages_id = self.next_pages_id()
+        pagemap = write_pages(proc, self.directory / images.PAGES.filename(pages_id))
+        self.put(images.PAGEMAP, pagemap_entries(pages_id, pagemap), proc.pid)
+        self.written.pages += sum(nr for _, nr, _ in pagemap)
+
+        fdinfo = [
+            F.fdinfo_entry(
+                id=self.files.open_file(fd.file),
+                flags=FD_CLOEXEC if fd.cloexec else 0,
+                type=FD_TYPES.get(fd.file.kind, F.REG),
+                fd=fd.fd,
+            )
+            for fd in proc.fds
+        ]
+        files_id = self.ids.kobj("files", proc.files_key)
+        if not (self.directory / images.FDINFO.filename(files_id)).exists():
+            self.put(images.FDINFO, fdinfo, files_id)
+        cwd = self.files.regular(proc.fs.cwd, key=("dir", proc.fs.cwd.path, proc.pid, "cwd"))
+        root = self.files.regular(proc.fs.root, key=("dir", proc.fs.root.path, proc.pid, "root"))
+        self.put(images.FS, [F.fs_entry(cwd_id=cwd, root_id=root, umask=proc.fs.umask)], proc.pid)
+
+    def files_images(self) -> None:
+        """files.img, memfd.img, tty-info.img and the images of raw bytes after each entry."""
+        files = self.files
+        files.unix.check_complete()
+        self.put(images.FILES, files.entries)
+        self.written.files = len(files.entries)
+        if self.shmem.inodes:
+            self.put(images.MEMFD_INODE, self.shmem.inode_entries())
+        if files.tty_infos:
+            self.put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
+        # images whose entries are each followed by raw bytes: pipe and FIFO data, socket queues
+        with_data: list[tuple[images.ImageKind, list[tuple[Message, bytes]]]] = [
+            (
+                kind,
+                [
+                    (F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size), p.data)
+                    for p in pipes.values()
+                ],
+            )
+            for kind, pipes in ((images.PIPES_DATA, files.pipe_data), (images.FIFO_DATA, files.fifo_data))
+        ]
+        with_data.append((images.SK_QUEUES, list(files.unix.queues)))
+        for kind, entries in with_data:
+            if entries:
+                images.write_image(
+                    self.directory / kind.filename(), kind, [e for e, _ in entries], [d for _, d in entries]
+                )
+                self.written.images += 1
+
+    def tail(self) -> None:
+        """What CRIU writes after the tasks: cgroup, IPC namespace, seccomp, timens."""
+        dump = self.dump
+        cgroup = self.cg_sets.image(self.cg_sets.set_of(dump.processes[0]))
+        if cgroup is not None:
+            self.put(images.CGROUP, [cgroup])
+        if dump.ipc_namespace is not None:
+            ns_image_id = self.ids.ns("ipc", dump.ipc_namespace.inum)
+            write_ipc_namespace(dump.ipc_namespace, ns_image_id, self.shmem, self.put)
+        self.put(images.SECCOMP, [T.seccomp_entry()])
+        self.put(images.TIMENS, [timens_entry(dump.monotonic_ns, dump.boottime_ns)], 0)
+
+
+def write_dump(
+    dump: DumpSet,
+    directory: Path,
+    write_pages: PagesWriter,
+    write_shmem_pages: ShmemPagesWriter | None = None,
+) -> Written:
+    """Write every image of `dump` into `directory` (which must exist and be empty).
+    `write_pages(proc, pages_path)` writes pages-N.img for a process and returns its pagemap
+    entries (vaddr, nr_pages, flags); `write_shmem_pages(shm, pages_path)` does the same for
+    the contents of a shmem file (needed when a VMA maps one)."""
+    w = _Writer(dump, directory, write_shmem_pages)
+    w.head()
+    for proc in dump.processes:
+        w.process(proc, write_pages)
+    w.files_images()
+    w.tail()
+    w.written.page_bytes = w.written.pages * 4096
+    return w.written

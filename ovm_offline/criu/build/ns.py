@@ -1,0 +1,111 @@
+"""Namespaces: the ids CRIU gives kernel objects and namespaces (ids-PID.img, the
+inventory's root_ids), the tree's own IPC namespace (ipcns-var, ipcns-shm) and the time
+namespace's clocks (timens)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...state import IpcNamespaceState, NamespaceIds, ProcessState
+from .. import images
+from .common import N, T
+from .mm import ShmemImages
+
+__all__ = ["NS_ORDER", "ObjectIds", "timens_entry", "write_ipc_namespace"]
+
+#: the order criu collects its own namespaces in, which numbers them
+NS_ORDER = ("pid", "net", "ipc", "uts", "time", "mnt", "user", "cgroup")
+NSEC_PER_SEC = 10**9
+
+
+class ObjectIds:
+    """CRIU's ids of kernel objects (mm, files table, fs, sighand) and namespaces: criu's
+    own objects are 1 and its namespaces 1..8 in NS_ORDER (the inventory's root_ids); the
+    dumped tree's get the next numbers in the order met."""
+
+    def __init__(self, root_namespaces: NamespaceIds) -> None:
+        self.root_namespaces = root_namespaces
+        self._root_ns = {name: i for i, name in enumerate(NS_ORDER, start=1)}
+        self._ids: dict[tuple[str, int], int] = {}
+
+    def kobj(self, kind: str, key: int) -> int:
+        # 1 is criu's own object in a real dump: the inventory's root_ids say so
+        return self._ids.setdefault((kind, key), len([k for k in self._ids if k[0] == kind]) + 2)
+
+    def ns(self, kind: str, inum: int) -> int:
+        if inum == getattr(self.root_namespaces, kind):
+            return self._root_ns[kind]
+        key = (f"ns-{kind}", inum)
+        if key not in self._ids:
+            self._ids[key] = len(NS_ORDER) + 1 + len([k for k in self._ids if k[0].startswith("ns-")])
+        return self._ids[key]
+
+    def root_ids(self) -> T.task_kobj_ids_entry:
+        """The inventory's root_ids: criu's own objects and namespaces."""
+        ids = T.task_kobj_ids_entry(vm_id=1, files_id=1, fs_id=1, sighand_id=1)
+        for name in NS_ORDER:
+            setattr(ids, f"{name}_ns_id", self._root_ns[name])
+        return ids
+
+    def task_ids(self, proc: ProcessState) -> T.task_kobj_ids_entry:
+        """ids-PID.img of a process."""
+        ids = T.task_kobj_ids_entry(
+            vm_id=self.kobj("vm", proc.mm_key),
+            files_id=self.kobj("files", proc.files_key),
+            fs_id=self.kobj("fs", proc.fs_key),
+            sighand_id=self.kobj("sighand", proc.sighand_key),
+        )
+        for name in NS_ORDER:
+            setattr(ids, f"{name}_ns_id", self.ns(name, getattr(proc.namespaces, name)))
+        return ids
+
+
+def timens_entry(monotonic_ns: int, boottime_ns: int) -> N.timens_entry:
+    """timens-0.img: the clocks at dump time, from which restore derives the offsets."""
+    return N.timens_entry(
+        monotonic=N.timespec(tv_sec=monotonic_ns // NSEC_PER_SEC, tv_nsec=monotonic_ns % NSEC_PER_SEC),
+        boottime=N.timespec(tv_sec=boottime_ns // NSEC_PER_SEC, tv_nsec=boottime_ns % NSEC_PER_SEC),
+    )
+
+
+def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemImages, put: Callable[..., None]) -> None:
+    """ipc_ns.c dump_ipc_ns, run after every task is dumped: ipcns-var (the sysctls),
+    ipcns-shm (one entry per segment, in_pagemaps) and each segment's contents as
+    pagemap-shmem-<shmid>.img, taking the next pages-N numbers. No message queues or
+    semaphore sets (extraction refuses them), so, like CRIU, no ipcns-msg/ipcns-sem."""
+    var = N.ipc_var_entry(
+        sem_ctls=ns.sem_ctls,
+        msg_ctlmax=ns.msg_ctlmax,
+        msg_ctlmnb=ns.msg_ctlmnb,
+        msg_ctlmni=ns.msg_ctlmni,
+        auto_msgmni=0,  # kernel.auto_msgmni is a no-op since 4.x and always reads 0
+        shm_ctlmax=ns.shm_ctlmax,
+        shm_ctlall=ns.shm_ctlall,
+        shm_ctlmni=ns.shm_ctlmni,
+        shm_rmid_forced=ns.shm_rmid_forced,
+        mq_queues_max=ns.mq_queues_max,
+        mq_msg_max=ns.mq_msg_max,
+        mq_msgsize_max=ns.mq_msgsize_max,
+        mq_msg_default=ns.mq_msg_default,
+        mq_msgsize_default=ns.mq_msgsize_default,
+    )
+    for name in ("msg_next_id", "sem_next_id", "shm_next_id"):
+        if getattr(ns, name) is not None:
+            setattr(var, name, getattr(ns, name))
+    put(images.IPCNS_VAR, [var], ns_image_id)
+    if not ns.shm_segments:
+        return  # CRIU opens its images lazily: no segment, no ipcns-shm
+    entries = []
+    for seg in ns.shm_segments:
+        entries.append(
+            N.ipc_shm_entry(
+                desc=N.ipc_desc_entry(
+                    key=seg.key, uid=seg.uid, gid=seg.gid, cuid=seg.cuid, cgid=seg.cgid, mode=seg.mode, id=seg.id
+                ),
+                size=seg.size,
+                in_pagemaps=True,
+            )
+        )
+        # dump_one_sysv_shmem scans round_up(shm_segsz, PAGE_SIZE) bytes
+        shmem.write_contents(seg.contents)
+    put(images.IPCNS_SHM, entries, ns_image_id)
