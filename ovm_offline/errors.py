@@ -40,9 +40,12 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
     ExitCode.FAILED: ("an error not covered below; `diff`: the directories differ", "/no/such/dir does not exist"),
     ExitCode.SOURCE: (
         "the memory source is unreadable, truncated, corrupt or of another architecture (or a usage error)",
-        "guest.elf: truncated: PT_LOAD 3 ends at 0x21000000, the file at 0x1000000",
+        "guest.elf: PT_LOAD #1 (offset 0x1510, 0xa0000 bytes) extends beyond the end of the file (0x3e8 bytes); truncated?",
     ),
-    ExitCode.SYMBOLS: ("no usable ISF for the guest kernel", "no ISF for Linux version 6.1.0-56-cloud-amd64 (...)"),
+    ExitCode.SYMBOLS: (
+        "no usable ISF for the guest kernel",
+        "no symbol table (ISF) matches the guest kernel 'Linux version 6.1.0-56-cloud-amd64 ...' (searched ...)",
+    ),
     ExitCode.GUEST_DATA: (
         "guest kernel data is inconsistent (a loop, an absurd length, a bad pointer)",
         "process tree below PID 1 loops at PID 42",
@@ -55,7 +58,10 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
         "the output directory exists, or an image file is truncated or corrupt",
         "images exists and is not empty; pass --force to replace it",
     ),
-    ExitCode.NO_SUCH_PROCESS: ("no such PID or container in the guest", "no process with PID 4242 in the guest"),
+    ExitCode.NO_SUCH_PROCESS: (
+        "no such PID or container in the guest",
+        "no process with PID 4242 in the guest (see `ovm-offline ps`)",
+    ),
     ExitCode.INTERNAL: ("a bug of ours (OVM_DEBUG=1 shows the traceback)", "internal error: KeyError: ..."),
     ExitCode.INTERRUPTED: ("interrupted (Ctrl-C)", "interrupted"),
 }

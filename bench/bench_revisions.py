@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Compare two revisions of ovm-offline on the same recordings, in one run: the ratio of this
+tree's time to a baseline revision's, for `ps`, `dump` and the pages phase.
+
+    python bench/bench_revisions.py --baseline 6540aef [--kernel 6.1] [--repeat 7]
+        [--workloads memhog-0,memhog-64,ipc]
+
+The baseline is checked out into a temporary `git worktree`; both trees run the same commands
+in fresh interpreters, interleaved (baseline, this tree, baseline, ...) so that load on the
+machine hits both alike, and the best of --repeat runs of each is compared. The symbol cache is
+warmed first, so this is the warm path a user sees after the first run. A ratio above 1.00
+means this tree is slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from corpus.recorder import record  # noqa: E402
+
+
+def run_once(tree: Path, args: list[str]) -> float:
+    """Wall seconds of `python -m ovm_offline.cli ARGS` with the code of `tree`."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ovm_offline.cli", *args], cwd=tree, env=env, capture_output=True, text=True
+    )
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{tree}: ovm-offline {' '.join(args)} failed: {proc.stderr.strip()[-400:]}")
+    return elapsed
+
+
+def compare(name: str, trees: dict[str, Path], make_args, repeat: int) -> tuple[float, float]:
+    """Best times of the baseline and this tree for one command, interleaved."""
+    best = {label: float("inf") for label in trees}
+    for label, tree in trees.items():
+        run_once(tree, make_args(label))  # warm the page cache and the symbol cache
+    for _ in range(repeat):
+        for label, tree in trees.items():
+            best[label] = min(best[label], run_once(tree, make_args(label)))
+    base, ours = best["baseline"], best["this tree"]
+    print(f"{name:<28} {base:>9.3f} {ours:>9.3f} {ours / base:>7.2f}", flush=True)
+    return base, ours
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", required=True, help="git revision to compare against")
+    ap.add_argument("--kernel", default="6.1")
+    ap.add_argument("--workloads", default="memhog-0,memhog-64,ipc")
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ovm-bench-rev-") as tmp_name:
+        tmp = Path(tmp_name)
+        base_tree = tmp / "baseline"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "-q", str(base_tree), args.baseline], cwd=REPO, check=True
+        )
+        try:
+            trees = {"baseline": base_tree, "this tree": REPO}
+            print(f"baseline {args.baseline} vs this tree, best of {args.repeat}, seconds")
+            print(f"{'command':<28} {'baseline':>9} {'this':>9} {'ratio':>7}")
+            for workload in args.workloads.split(","):
+                rec = record(args.kernel, workload, log=lambda m: print(m, file=sys.stderr))
+                pid = str(rec.manifest["root_pid"])
+                if workload == args.workloads.split(",")[0]:
+                    ps_args = ["ps", str(rec.elf)]
+                    compare(f"ps {workload} (ELF)", trees, lambda _label, a=ps_args: a, args.repeat)
+                for source, label in ((rec.elf, "ELF"), (rec.root / "dump.kdump-zlib", "kdump")):
+
+                    def dump_args(tree_label: str, source: Path = source, pid: str = pid) -> list[str]:
+                        out = tmp / f"out-{tree_label.replace(' ', '-')}"
+                        shutil.rmtree(out, ignore_errors=True)
+                        return ["dump", str(source), "--pid", pid, "-D", str(out), "-q"]
+
+                    compare(f"dump {workload} ({label})", trees, dump_args, args.repeat)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=REPO, check=False)
+
+
+if __name__ == "__main__":
+    main()
