@@ -1,16 +1,17 @@
-"""Shared fixtures. Guest recordings come from the corpus recorder (cached by their inputs,
-recorded on first use), never from mocks."""
+"""Shared fixtures, and the rules the markers keep. Guest recordings come from the corpus
+recorder (cached by their inputs, recorded on first use), never from mocks; helpers that are
+no fixtures live in tests/support."""
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
 import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from corpus import recorder
+from tests.support.cli import dump_from
+from tests.support.corpus_cases import GOLDEN_CASES
 
 # Guests under TCG and parallel recordings load the 2 cores: timing is no property of a parser.
 settings.register_profile("ovm", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -32,18 +33,6 @@ def recording():
     return get
 
 
-def _cases() -> list[str]:
-    from corpus import kernels, workloads
-
-    return [f"{k}-{w}" for k in kernels.KERNELS for w in workloads.STANDARD]
-
-
-#: "<kernel>-<workload>" for every standard recording, for parametrizing with `golden`
-GOLDEN_CASES = _cases()
-#: one case per workload
-GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if c.startswith("6.1-")]
-
-
 @pytest.fixture
 def golden(request, recording):
     """The golden images dir of the case named by indirect parametrization ("6.1-counter")."""
@@ -61,27 +50,6 @@ def golden_of(recording):
 def all_golden(recording):
     """Every standard golden images dir (recording any that is missing)."""
     return [recording(*case.split("-", 1)).golden for case in GOLDEN_CASES]
-
-
-# --- running the CLI and dumping recordings ------------------------------------------------------
-
-
-def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`ovm-offline ARGS` in a fresh interpreter, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
-
-
-def dump_from(source, pid: int, out):
-    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out))
-    assert result.returncode == 0, result.stderr
-    assert f"dumped pid {pid}" in result.stderr and "pages" in result.stderr, result.stderr
-    return out
-
-
-def tree_digest(directory) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
 
 
 @pytest.fixture(scope="session")

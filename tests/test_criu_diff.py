@@ -8,10 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_CASES
 
 from ovm_offline.criu import diff, images, pb, show
 from ovm_offline.criu.diff import IgnoreRule
+from tests.support.cli import ovm
+from tests.support.corpus_cases import GOLDEN_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 mm_pb, files_pb = pb.criu_mm_pb2, pb.criu_files_pb2
@@ -254,8 +255,6 @@ def test_show_cli_error_is_one_line(tmp_path, capsys):
 
 @needs_golden
 def test_show_takes_a_single_image_file(golden_of):
-    from conftest import ovm
-
     g = golden_of("pipetree")
     one = ovm("show", str(g / "pstree.img"))
     assert one.returncode == 0 and one.stdout.startswith("== pstree.img") and "== core" not in one.stdout

@@ -14,12 +14,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
 from google.protobuf import unknown_fields
 
 from ovm_offline.criu import images, pb, show
 from ovm_offline.criu.images import ImageError
 from ovm_offline.errors import OvmError
+from tests.support.corpus_cases import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 CRIT = Path("/usr/bin/crit")

@@ -21,7 +21,7 @@ import pytest
 
 from ovm_offline.sources import ElfSource, KdumpSource, RecordedLiveSource, open_source
 from ovm_offline.sources.convert import kdump_to_elf
-from ovm_offline.sources.kdump_writer import reencode, unflatten
+from tests.support.kdump_writer import reencode, unflatten
 
 pytestmark = pytest.mark.guest
 
