@@ -17,6 +17,25 @@ from tests.support.corpus_cases import GOLDEN_CASES
 settings.register_profile("ovm", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ovm")
 
+#: Per-test time limits in seconds (pytest-timeout), for tests that set none themselves.
+#: pyproject's `timeout` holds for tests without a guest. A guest test may record what it
+#: reads on first use (boot, workload, criu dump under TCG: minutes on a loaded machine);
+#: a slow one also boots a guest of its own (criu restore, a live guest).
+GUEST_TIMEOUT = 1800
+SLOW_TIMEOUT = 3600
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        guest = item.get_closest_marker("guest") is not None
+        slow = item.get_closest_marker("slow") is not None
+        if "recording" in getattr(item, "fixturenames", ()) and not guest:
+            raise pytest.UsageError(f"{item.nodeid} reads a recorded guest (fixture 'recording'): mark it guest")
+        if slow and not guest:
+            raise pytest.UsageError(f"{item.nodeid} is marked slow (it boots a guest): mark it guest too")
+        if guest and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT if slow else GUEST_TIMEOUT))
+
 
 @pytest.fixture(scope="session")
 def recording():

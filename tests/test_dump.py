@@ -67,6 +67,7 @@ def test_crit_decodes_every_image_we_write(dumped, kernel, workload):
         assert result.returncode == 0, f"crit decode {path.name}: {result.stderr.strip()[-500:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_criu_restore_of_our_images_passes_the_workload_check(recording, dumped, kernel, workload):

@@ -30,7 +30,6 @@ from tests.support.checks import assert_one_line_error
 from tests.support.memory import FAKE_POB, FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
-pytestmark = pytest.mark.guest
 
 # include/uapi/asm-generic/fcntl.h, include/uapi/linux/eventpoll.h, the workload's clocks
 O_RDWR, O_NONBLOCK = 0o2, 0o4000
@@ -55,6 +54,7 @@ def _remaining_ns(entry) -> int:
     return entry.tfd.vsec * NSEC + entry.tfd.vnsec
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_eventfds_and_signalfd_hold_what_the_workload_put_there(dumped, kernel):
     files, fdinfo = _files_by_fd(dumped(kernel, "evfds"))
@@ -67,6 +67,7 @@ def test_eventfds_and_signalfd_hold_what_the_workload_put_there(dumped, kernel):
     assert files[SFD].sgfd.flags == O_RDWR | O_NONBLOCK
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_timerfds_hold_their_clocks_intervals_and_time_left(recording, dumped, kernel):
     files, fdinfo = _files_by_fd(dumped(kernel, "evfds"))
@@ -86,6 +87,7 @@ def test_timerfds_hold_their_clocks_intervals_and_time_left(recording, dumped, k
     assert 0 < lag_idle < 60 * NSEC and abs(lag_idle - lag_abs) < NSEC // 10, (lag_idle, lag_abs)
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_epoll_targets_carry_their_events_and_data_in_kernel_tree_order(recording, dumped, kernel):
     files, fdinfo = _files_by_fd(dumped(kernel, "evfds"))
@@ -115,6 +117,7 @@ def test_epoll_targets_carry_their_events_and_data_in_kernel_tree_order(recordin
     assert [t.tfd for t in ep.tfd] == sorted((t.tfd for t in ep.tfd), key=lambda fd: (by_fd[fd], fd))
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_extracted_state_of_the_workload(recording, kernel):
     src = open_source(str(recording(kernel, "evfds").elf))

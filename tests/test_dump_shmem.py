@@ -22,7 +22,6 @@ from tests.support.checks import assert_one_line_error
 from tests.support.memory import FAKE_POB, FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
-pytestmark = pytest.mark.guest
 
 PAGE = 4096
 
@@ -36,6 +35,7 @@ def _vmas(d, pid: int) -> list:
     return list(images.read_image(d / images.MM.filename(pid)).entries[0].vmas)
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_shmem_both_processes_map_one_memfd_with_only_the_touched_pages(dumped, kernel):
     d = dumped(kernel, "shmem")
@@ -64,6 +64,7 @@ def test_shmem_both_processes_map_one_memfd_with_only_the_touched_pages(dumped, 
         assert p.data[:64] == _pattern("R-anon" if n < 4 else "K-anon", n)
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_sysvshm_saves_the_ipc_namespace_with_both_segments(dumped, kernel):
     d = dumped(kernel, "sysvshm")

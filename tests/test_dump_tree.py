@@ -20,9 +20,9 @@ from tests.support.checks import assert_one_line_error
 from tests.support.pipes import VMEMMAP, FakePipes
 
 KERNELS = list(kernels.KERNELS)
-pytestmark = pytest.mark.guest
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_pipetree_saves_the_buffered_bytes_in_criu_order(dumped, kernel):
     """pipes-data.img: every pipe once, in the order its read end is first met, with the
@@ -36,6 +36,7 @@ def test_pipetree_saves_the_buffered_bytes_in_criu_order(dumped, kernel):
     assert pipe_ids == {e.pipe_id for e in img.entries}
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_container_is_saved_with_inner_pids_and_its_cgroup(dumped, kernel):
     d = dumped(kernel, "container")

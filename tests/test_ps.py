@@ -81,6 +81,7 @@ def test_ps_tree_and_table(recording, kernel):
     assert any(line.split()[0] == str(root) and line.split()[-1] == "pipetree" for line in table.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_ps_live_pauses_the_guest_only_while_reading_and_resumes_it(tmp_path):
     kernel = kernels.unpack(kernels.get_kernel("6.1"))
     image = initramfs.build(kernel)
