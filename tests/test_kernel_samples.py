@@ -9,9 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from ovm_offline.kernel.task.pid import task_active_pid_ns, task_ns_pid
 from ovm_offline.kernel.task.tasks import for_each_process, for_each_task, task_page_tables, task_state
 from ovm_offline.sources import open_source
 from tests.support.paths import ISF, SYMBOLS
+from tests.support.volatility import vol_command
 
 pytestmark = pytest.mark.guest
 KERNELS = ["6.1", "6.12"]
@@ -53,10 +52,8 @@ def sample(recording):
 @functools.cache
 def vol_pslist(dump: Path) -> list[dict]:
     """Volatility's linux.pslist of a dump, once per test session."""
-    vol = shutil.which("vol") or shutil.which("vol.py")
-    cmd = [vol] if vol else [sys.executable, "-m", "volatility3.cli"]
     out = subprocess.run(
-        cmd + ["-q", "-r", "json", "-f", str(dump), "-s", str(SYMBOLS), "linux.pslist"],
+        vol_command() + ["-q", "-r", "json", "-f", str(dump), "-s", str(SYMBOLS), "linux.pslist"],
         capture_output=True,
         text=True,
         timeout=900,
