@@ -1,20 +1,40 @@
-"""Shared fixtures. Guest recordings come from the corpus recorder (cached by their inputs,
-recorded on first use), never from mocks."""
+"""Shared fixtures, and the rules the markers keep. Guest recordings come from the corpus
+recorder (cached by their inputs, recorded on first use), never from mocks; helpers that are
+no fixtures live in tests/support."""
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
 import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from corpus import recorder
+from tests.support.cli import dump_from
+from tests.support.corpus_cases import GOLDEN_CASES
 
 # Guests under TCG and parallel recordings load the 2 cores: timing is no property of a parser.
 settings.register_profile("ovm", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ovm")
+
+#: Per-test time limits in seconds (pytest-timeout), for tests that set none themselves.
+#: pyproject's `timeout` holds for tests without a guest. A guest test may record what it
+#: reads on first use (boot, workload, criu dump under TCG: minutes on a loaded machine);
+#: a slow one also boots a guest of its own (criu restore, a live guest).
+GUEST_TIMEOUT = 1800
+SLOW_TIMEOUT = 3600
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        guest = item.get_closest_marker("guest") is not None
+        slow = item.get_closest_marker("slow") is not None
+        if "recording" in getattr(item, "fixturenames", ()) and not guest:
+            raise pytest.UsageError(f"{item.nodeid} reads a recorded guest (fixture 'recording'): mark it guest")
+        if slow and not guest:
+            raise pytest.UsageError(f"{item.nodeid} is marked slow (it boots a guest): mark it guest too")
+        if guest and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT if slow else GUEST_TIMEOUT))
 
 
 @pytest.fixture(scope="session")
@@ -30,18 +50,6 @@ def recording():
         return made[key]
 
     return get
-
-
-def _cases() -> list[str]:
-    from corpus import kernels, workloads
-
-    return [f"{k}-{w}" for k in kernels.KERNELS for w in workloads.STANDARD]
-
-
-#: "<kernel>-<workload>" for every standard recording, for parametrizing with `golden`
-GOLDEN_CASES = _cases()
-#: one case per workload
-GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if c.startswith("6.1-")]
 
 
 @pytest.fixture
@@ -61,27 +69,6 @@ def golden_of(recording):
 def all_golden(recording):
     """Every standard golden images dir (recording any that is missing)."""
     return [recording(*case.split("-", 1)).golden for case in GOLDEN_CASES]
-
-
-# --- running the CLI and dumping recordings ------------------------------------------------------
-
-
-def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`ovm-offline ARGS` in a fresh interpreter, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
-
-
-def dump_from(source, pid: int, out):
-    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out))
-    assert result.returncode == 0, result.stderr
-    assert f"dumped pid {pid}" in result.stderr and "pages" in result.stderr, result.stderr
-    return out
-
-
-def tree_digest(directory) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
 
 
 @pytest.fixture(scope="session")

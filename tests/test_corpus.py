@@ -20,13 +20,12 @@ KERNELS = list(kernels.KERNELS)
 CASES = [(k, w) for k in KERNELS for w in STANDARD]
 IDS = [f"{k}-{w}" for k, w in CASES]
 
-pytestmark = pytest.mark.guest
-
 
 def golden_pids(golden: Path) -> set[int]:
     return {int(m.group(1)) for p in golden.iterdir() if (m := re.fullmatch(r"core-(\d+)\.img", p.name))}
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel,workload", CASES, ids=IDS)
 def test_recording_is_complete_and_consistent(recording, kernel, workload):
     rec = recording(kernel, workload)
@@ -87,6 +86,8 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     assert m["ready"].startswith("READY")
 
 
+@pytest.mark.guest
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,workload", CASES, ids=IDS)
 def test_golden_images_restore_and_pass_the_workload_check(recording, kernel, workload):
     rec = recording(kernel, workload)
@@ -117,6 +118,8 @@ def qemu_processes_using(path: Path) -> list[str]:
     return [line for line in out.splitlines() if str(path) in line]
 
 
+@pytest.mark.guest
+@pytest.mark.slow
 def test_guest_that_fails_to_boot_reports_its_serial_log_and_leaves_no_qemu(tmp_path):
     kernel = kernels.unpack(kernels.get_kernel("6.1"))
     bogus = tmp_path / "not-an-initramfs.gz"
@@ -130,6 +133,8 @@ def test_guest_that_fails_to_boot_reports_its_serial_log_and_leaves_no_qemu(tmp_
     assert qemu_processes_using(tmp_path) == []
 
 
+@pytest.mark.guest
+@pytest.mark.slow
 def test_guest_job_timeout_is_an_error_and_qemu_is_ended(tmp_path):
     kernel = kernels.unpack(kernels.get_kernel("6.1"))
     image = initramfs.build(kernel)

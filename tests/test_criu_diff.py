@@ -8,16 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_CASES
 
 from ovm_offline.criu import diff, images, pb, show
 from ovm_offline.criu.diff import IgnoreRule
+from tests.support.cli import ovm
+from tests.support.corpus_cases import GOLDEN_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 mm_pb, files_pb = pb.criu_mm_pb2, pb.criu_files_pb2
-
-
-needs_golden = pytest.mark.guest  # records the corpus on first use
 
 
 @pytest.fixture
@@ -41,14 +39,14 @@ def only(res: diff.DiffResult) -> diff.Difference:
     return res.differences[0]
 
 
-@needs_golden
+@pytest.mark.guest
 @pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_equals_itself(golden):
     res = diff.diff_dirs(golden, golden)
     assert res.same and not res.ignored and res.exit_status == 0, res.report()
 
 
-@needs_golden
+@pytest.mark.guest
 def test_changed_register_is_reported(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
@@ -62,7 +60,7 @@ def test_changed_register_is_reported(golden_of, copy):
     assert "core.thread_info.gpregs.ip" in diff.diff_dirs(ours, src).report()
 
 
-@needs_golden
+@pytest.mark.guest
 def test_changed_page_byte_is_reported(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
@@ -80,7 +78,7 @@ def test_changed_page_byte_is_reported(golden_of, copy):
     assert d.ours.startswith("+0x123:") and d.theirs.startswith("+0x123:")
 
 
-@needs_golden
+@pytest.mark.guest
 def test_missing_and_extra_images_are_reported(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
@@ -92,7 +90,7 @@ def test_missing_and_extra_images_are_reported(golden_of, copy):
     assert (d.ours, d.theirs) == ("present", diff.ABSENT)
 
 
-@needs_golden
+@pytest.mark.guest
 def test_extra_fd_is_reported(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
@@ -110,7 +108,7 @@ def test_extra_fd_is_reported(golden_of, copy):
     assert d.theirs == diff.ABSENT and '"fd": 77' in d.ours
 
 
-@needs_golden
+@pytest.mark.guest
 @pytest.mark.parametrize("workload", ["pipetree", "filemap", "container", "ptyprog", "counter"])
 def test_renumbered_ids_are_no_difference(golden_of, copy, workload):
     src = golden_of(workload)
@@ -169,7 +167,7 @@ def _renumber_mm(mm, new):
             v.shmid = new[v.shmid]
 
 
-@needs_golden
+@pytest.mark.guest
 def test_pagemap_split_and_pages_renumbering_are_no_difference(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
@@ -192,7 +190,7 @@ def test_pagemap_split_and_pages_renumbering_are_no_difference(golden_of, copy):
     assert [d.path for d, _ in res.ignored] == ["pagemap.head.pages_id"]
 
 
-@needs_golden
+@pytest.mark.guest
 def test_ignore_rules_apply_and_can_be_replaced(golden_of, copy):
     src = golden_of("counter")
     ours = copy(src)
@@ -221,7 +219,7 @@ def test_ignore_rule_patterns():
     assert all(rule.reason for rule in diff.DEFAULT_IGNORES)
 
 
-@needs_golden
+@pytest.mark.guest
 def test_cli_exit_status(golden_of, copy, capsys):
     src = golden_of("counter")
     assert diff.main([str(src), str(src)]) == 0
@@ -236,7 +234,8 @@ def test_cli_exit_status(golden_of, copy, capsys):
     assert "core.tc.comm: ours 'other'" in capsys.readouterr().out
 
 
-@needs_golden
+@pytest.mark.guest
+@pytest.mark.timeout(len(GOLDEN_CASES) * 300)  # may record every standard guest on first use
 def test_show_renders_every_golden_dir(all_golden):
     for g in all_golden:
         text = show.show_dir(str(g))
@@ -252,10 +251,8 @@ def test_show_cli_error_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "core-1.img" in err
 
 
-@needs_golden
+@pytest.mark.guest
 def test_show_takes_a_single_image_file(golden_of):
-    from conftest import ovm
-
     g = golden_of("pipetree")
     one = ovm("show", str(g / "pstree.img"))
     assert one.returncode == 0 and one.stdout.startswith("== pstree.img") and "== core" not in one.stdout

@@ -14,19 +14,18 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
 from google.protobuf import unknown_fields
 
 from ovm_offline.criu import images, pb, show
 from ovm_offline.criu.images import ImageError
 from ovm_offline.errors import OvmError
+from tests.support.corpus_cases import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 CRIT = Path("/usr/bin/crit")
 task_pb, mm_pb, files_pb = pb.criu_task_pb2, pb.criu_mm_pb2, pb.criu_files_pb2
 
 
-needs_golden = pytest.mark.guest  # records the corpus on first use
 needs_crit = pytest.mark.skipif(not CRIT.exists(), reason="crit (Debian package criu) is not installed")
 
 
@@ -61,7 +60,7 @@ def has_unknown_fields(msg) -> bool:
 # ---- golden images ----------------------------------------------------------------------
 
 
-@needs_golden
+@pytest.mark.guest
 @pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_images_decode_fully_and_reencode_byte_identical(golden, tmp_path):
     for path in image_files(golden):
@@ -74,7 +73,7 @@ def test_golden_images_decode_fully_and_reencode_byte_identical(golden, tmp_path
         assert out.read_bytes() == path.read_bytes(), path.name
 
 
-@needs_golden
+@pytest.mark.guest
 @needs_crit
 @pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_images_decode_like_crit(golden):
@@ -129,7 +128,7 @@ def pretty_mismatches(crit, ours, path: str) -> list[str]:
     return [f"{path}: crit {crit!r}, ours {ours!r}"]
 
 
-@needs_golden
+@pytest.mark.guest
 @needs_crit
 @pytest.mark.parametrize("golden", GOLDEN_WORKLOAD_CASES, indirect=True)
 def test_golden_images_show_like_crit_pretty(golden):
@@ -142,7 +141,7 @@ def test_golden_images_show_like_crit_pretty(golden):
     assert not problems, "\n".join(problems[:20])
 
 
-@needs_golden
+@pytest.mark.guest
 @pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
 def test_golden_pages_resolve_through_pagemap(golden):
     idir = images.ImageDir(golden)

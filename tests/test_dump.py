@@ -8,12 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import dump_from, ovm, tree_digest
 
 from corpus import kernels
 from corpus.restore import restore
 from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import dump_from, ovm, tree_digest
 
 KERNELS = list(kernels.KERNELS)
 # every standard workload: single processes, threads, process trees with pipes, a container, IPC of every
@@ -66,6 +67,7 @@ def test_crit_decodes_every_image_we_write(dumped, kernel, workload):
         assert result.returncode == 0, f"crit decode {path.name}: {result.stderr.strip()[-500:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_criu_restore_of_our_images_passes_the_workload_check(recording, dumped, kernel, workload):
@@ -74,26 +76,21 @@ def test_criu_restore_of_our_images_passes_the_workload_check(recording, dumped,
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
 
 
-def one_line_error(result: subprocess.CompletedProcess, needle: str) -> None:
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], result.stderr
-
-
 def test_refusals_leave_no_output_directory(recording, tmp_path):
     rec = recording("6.1", "counter")
     out = tmp_path / "out"
-    one_line_error(ovm("dump", str(rec.elf), "--pid", "4242", "-D", str(out)), "no process with PID 4242")
+    assert_one_line_failure(ovm("dump", str(rec.elf), "--pid", "4242", "-D", str(out)), "no process with PID 4242")
     assert not out.exists()
-    one_line_error(ovm("dump", str(rec.elf), "--pid", "2", "-D", str(out)), "kernel thread")
+    assert_one_line_failure(ovm("dump", str(rec.elf), "--pid", "2", "-D", str(out)), "kernel thread")
     assert not out.exists()
     # busybox init holds /dev/console: not a terminal ovm-offline can save yet
-    one_line_error(ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out)), "PID 1 (init) fd 0: a console terminal")
+    assert_one_line_failure(
+        ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out)), "PID 1 (init) fd 0: a console terminal"
+    )
     assert not out.exists()
     out.mkdir()
     (out / "keep").write_text("x")
-    one_line_error(ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out)), "not empty")
+    assert_one_line_failure(ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out)), "not empty")
     assert (out / "keep").read_text() == "x"
     assert list(tmp_path.iterdir()) == [out], "a partial directory was left behind"
 
@@ -114,7 +111,7 @@ def test_every_unsupported_file_is_named_and_can_be_skipped_explicitly(recording
     rec = recording("6.1", "counter")
     out = tmp_path / "out"
     refused = ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out))
-    one_line_error(refused, "cannot save")
+    assert_one_line_failure(refused, "cannot save")
     assert "PID 1 (init) fd 0" in refused.stderr and "fd 3: a serial terminal (/dev/ttyS1)" in refused.stderr
     assert not out.exists()
     skipped = ovm("dump", str(rec.elf), "--pid", "1", "-D", str(out), "--skip-unsupported")
@@ -132,6 +129,6 @@ def test_container_option_dumps_the_container_tree(recording, dumped, tmp_path):
     result = ovm("dump", str(rec.elf), "--container", container, "-D", str(out))
     assert result.returncode == 0, result.stderr
     assert tree_digest(out) == tree_digest(dumped("6.12", "container"))
-    one_line_error(
+    assert_one_line_failure(
         ovm("dump", str(rec.elf), "--container", "nosuch", "-D", str(tmp_path / "x")), "no container 'nosuch'"
     )

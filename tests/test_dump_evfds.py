@@ -9,11 +9,10 @@ from __future__ import annotations
 import signal
 
 import pytest
-from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import images
-from ovm_offline.errors import GuestDataError, UnsupportedError
+from ovm_offline.errors import UnsupportedError
 from ovm_offline.extract.anonfds import attach_anon_fds
 from ovm_offline.extract.files import extract_files
 from ovm_offline.kernel import open_kernel
@@ -27,9 +26,10 @@ from ovm_offline.kernel.task.pid import task_active_pid_ns
 from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FileIdentity, OpenFile
+from tests.support.checks import assert_one_line_error
+from tests.support.memory import FAKE_POB, FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
-pytestmark = pytest.mark.guest
 
 # include/uapi/asm-generic/fcntl.h, include/uapi/linux/eventpoll.h, the workload's clocks
 O_RDWR, O_NONBLOCK = 0o2, 0o4000
@@ -54,6 +54,7 @@ def _remaining_ns(entry) -> int:
     return entry.tfd.vsec * NSEC + entry.tfd.vnsec
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_eventfds_and_signalfd_hold_what_the_workload_put_there(dumped, kernel):
     files, fdinfo = _files_by_fd(dumped(kernel, "evfds"))
@@ -66,6 +67,7 @@ def test_eventfds_and_signalfd_hold_what_the_workload_put_there(dumped, kernel):
     assert files[SFD].sgfd.flags == O_RDWR | O_NONBLOCK
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_timerfds_hold_their_clocks_intervals_and_time_left(recording, dumped, kernel):
     files, fdinfo = _files_by_fd(dumped(kernel, "evfds"))
@@ -85,6 +87,7 @@ def test_timerfds_hold_their_clocks_intervals_and_time_left(recording, dumped, k
     assert 0 < lag_idle < 60 * NSEC and abs(lag_idle - lag_abs) < NSEC // 10, (lag_idle, lag_abs)
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_epoll_targets_carry_their_events_and_data_in_kernel_tree_order(recording, dumped, kernel):
     files, fdinfo = _files_by_fd(dumped(kernel, "evfds"))
@@ -114,6 +117,7 @@ def test_epoll_targets_carry_their_events_and_data_in_kernel_tree_order(recordin
     assert [t.tfd for t in ep.tfd] == sorted((t.tfd for t in ep.tfd), key=lambda fd: (by_fd[fd], fd))
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_extracted_state_of_the_workload(recording, kernel):
     src = open_source(str(recording(kernel, "evfds").elf))
@@ -178,13 +182,6 @@ def fake(request):
     return FakeKernel(request.param)
 
 
-def _one_line_error(fn, needle: str, error=GuestDataError) -> None:
-    with pytest.raises(error) as e:
-        fn()
-    msg = str(e.value)
-    assert "\n" not in msg and needle in msg, msg
-
-
 def test_epoll_items_come_in_tree_order(fake):
     #        d
     #      b   f
@@ -207,9 +204,9 @@ def test_a_looping_epoll_tree_is_a_one_line_error(fake):
     a, b = fake.epitem(1, 0x1000), fake.epitem(2, 0x2000)
     fake.link(a, right=b)
     fake.link(b, left=a)  # b's left subtree is a again
-    _one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "loops")
+    assert_one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "loops")
     fake.link(a, left=a)  # a node that is its own child
-    _one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "loops")
+    assert_one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "loops")
 
 
 def test_a_right_leaning_cycle_is_caught_before_it_runs_away(fake):
@@ -219,7 +216,7 @@ def test_a_right_leaning_cycle_is_caught_before_it_runs_away(fake):
     for node, nxt in zip(nodes, nodes[1:] + nodes[:1]):
         fake.link(node, right=nxt)
     before = fake.src.reads
-    _one_line_error(lambda: eventpoll_items(fake.eventpoll(nodes[0])), "loops")
+    assert_one_line_error(lambda: eventpoll_items(fake.eventpoll(nodes[0])), "loops")
     assert fake.src.reads - before < 100
 
 
@@ -229,7 +226,7 @@ def test_too_many_or_too_deep_nodes_are_refused(fake):
     for node, child in zip(chain, chain[1:]):
         fake.link(node, left=child)
     fake.link(chain[-1])
-    _one_line_error(lambda: eventpoll_items(fake.eventpoll(chain[0]), limit=1000), "deeper than 20 levels")
+    assert_one_line_error(lambda: eventpoll_items(fake.eventpoll(chain[0]), limit=1000), "deeper than 20 levels")
     # a balanced tree, but with more nodes than allowed
     nodes = [fake.epitem(fd, 0x1000) for fd in range(7)]
     fake.link(nodes[1], nodes[0], nodes[2])
@@ -237,14 +234,16 @@ def test_too_many_or_too_deep_nodes_are_refused(fake):
     fake.link(nodes[3], nodes[1], nodes[5])
     for leaf in nodes[0::2]:
         fake.link(leaf)
-    _one_line_error(lambda: eventpoll_items(fake.eventpoll(nodes[3]), limit=6), "more than 6 nodes")
+    assert_one_line_error(lambda: eventpoll_items(fake.eventpoll(nodes[3]), limit=6), "more than 6 nodes")
 
 
 def test_an_unreadable_tree_node_is_a_one_line_error(fake):
     a = fake.epitem(1, 0x1000)
     fake.link(a, right=0x0000_DEAD_BEEF_0000)
-    _one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "unreadable")
-    _one_line_error(lambda: list(rb_inorder(fake.prog, FAKE_POB + (1 << 40), name="tree", limit=10)), "tree: node")
+    assert_one_line_error(lambda: eventpoll_items(fake.eventpoll(a)), "unreadable")
+    assert_one_line_error(
+        lambda: list(rb_inorder(fake.prog, FAKE_POB + (1 << 40), name="tree", limit=10)), "tree: node"
+    )
 
 
 def test_signalfd_mask_is_the_complement_the_kernel_stores(fake):
@@ -267,7 +266,7 @@ def test_timerfd_time_left_is_expiry_minus_now_never_negative(fake):
     fake.set(ctx, "timerfd_ctx", "t.alarm.type", 1)
     assert timerfd_remaining_ns(timer, now=20 * NSEC) == 60 * NSEC
     fake.set(ctx, "timerfd_ctx", "t.alarm.type", 77)
-    _one_line_error(lambda: timerfd_remaining_ns(timer, now=0), "impossible type 77")
+    assert_one_line_error(lambda: timerfd_remaining_ns(timer, now=0), "impossible type 77")
 
 
 def _epoll_process(fake, *, watched_fd: int, open_fd: int, same_file: bool, eventfd_flags: int = 0):
@@ -304,7 +303,7 @@ def test_an_epoll_target_is_saved_with_its_inode(fake):
 @pytest.mark.parametrize("open_fd,same_file,why", [(8, True, "not open"), (7, False, "open on another file")])
 def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd, same_file, why):
     fds = _epoll_process(fake, watched_fd=7, open_fd=open_fd, same_file=same_file)
-    _one_line_error(
+    assert_one_line_error(
         lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
         f"PID 42 (x) fd 4: an epoll watching fd 7, which is {why}",
         UnsupportedError,
@@ -317,7 +316,7 @@ def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd
 
 def test_a_semaphore_eventfd_is_refused_and_so_is_an_epoll_watching_it(fake):
     fds = _epoll_process(fake, watched_fd=7, open_fd=7, same_file=True, eventfd_flags=1 | O_NONBLOCK)
-    _one_line_error(
+    assert_one_line_error(
         lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
         "PID 42 (x) fd 7: an eventfd in semaphore mode (EFD_SEMAPHORE)",
         UnsupportedError,

@@ -8,12 +8,14 @@ criu restore) run for ipc in tests/test_dump.py like for every workload."""
 from __future__ import annotations
 
 import pytest
-from conftest import ovm
-from test_dump_tree import POB, FakePipes, _one_line_error
 
 from corpus import kernels
 from ovm_offline.criu import images
 from ovm_offline.kernel.net.unix import MAX_QUEUED_SKBS, skb_queue, unix_name, unix_receive_queue
+from tests.support.checks import assert_one_line_error
+from tests.support.cli import ovm
+from tests.support.memory import FAKE_POB
+from tests.support.pipes import FakePipes
 
 KERNELS = list(kernels.KERNELS)
 
@@ -116,15 +118,15 @@ class FakeSockets(FakePipes):
         head = self.alloc(64)
         ring = [head, *skbs, head]
         for a, b in zip(ring, ring[1:]):
-            self.src.write_u64(a - POB, b)  # next
-            self.src.write_u64(b - POB + 8, a)  # prev
+            self.src.write_u64(a - FAKE_POB, b)  # next
+            self.src.write_u64(b - FAKE_POB + 8, a)  # prev
         self.set(head, "sk_buff_head", "qlen", len(skbs) if qlen is None else qlen)
         return head
 
     def skb(self, data: bytes, consumed: int = 0) -> int:
         skb = self.alloc(self.symbols.struct_type("sk_buff").size)
         buf = self.alloc(max(len(data), 1))
-        self.src.write(buf - POB, data)
+        self.src.write(buf - FAKE_POB, data)
         self.set(skb, "sk_buff", "len", len(data))
         self.set(skb, "sk_buff", "data", buf)
         cb = skb + self.symbols.struct_type("sk_buff").member("cb").offset
@@ -158,15 +160,15 @@ class FakeSockets(FakePipes):
         head = self.sk_buff_head(skbs, qlen)
         q = self.symbols.struct_type("sock").member("sk_receive_queue").offset
         # copy the head into the sock: next/prev/qlen, and make the ring close on it
-        raw = self.src.read(head - POB, 24)
-        self.src.write(u - POB + q, raw)
+        raw = self.src.read(head - FAKE_POB, 24)
+        self.src.write(u - FAKE_POB + q, raw)
         first, last = int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:16], "little")
         if first != head:
-            self.src.write_u64(last - POB, u + q)
-            self.src.write_u64(first - POB + 8, u + q)
+            self.src.write_u64(last - FAKE_POB, u + q)
+            self.src.write_u64(first - FAKE_POB + 8, u + q)
         else:
-            self.src.write_u64(u - POB + q, u + q)
-            self.src.write_u64(u - POB + q + 8, u + q)
+            self.src.write_u64(u - FAKE_POB + q, u + q)
+            self.src.write_u64(u - FAKE_POB + q + 8, u + q)
         self.set(u, "sock", "sk_type", sk_type)
         return self.prog.struct("unix_sock", u)
 
@@ -192,7 +194,7 @@ def test_a_fragment_longer_than_the_paged_bytes_is_refused(fake):
     fake.set(skb, "sk_buff", "data_len", 2)
     fake.set(skb, "sk_buff", "len", 7)
     u = fake.unix_sock(SOCK_STREAM, [skb])
-    _one_line_error(lambda: unix_receive_queue(u), "exceeds")
+    assert_one_line_error(lambda: unix_receive_queue(u), "exceeds")
 
 
 def test_dgram_queue_keeps_every_datagram(fake):
@@ -203,20 +205,20 @@ def test_dgram_queue_keeps_every_datagram(fake):
 def test_a_queue_that_does_not_close_is_refused(fake):
     a, b = fake.skb(b"a"), fake.skb(b"b")
     u = fake.unix_sock(SOCK_DGRAM, [a, b])
-    fake.src.write_u64(b - POB, a)  # b -> a: a loop that never reaches the head again
-    _one_line_error(lambda: unix_receive_queue(u), "does not close")
+    fake.src.write_u64(b - FAKE_POB, a)  # b -> a: a loop that never reaches the head again
+    assert_one_line_error(lambda: unix_receive_queue(u), "does not close")
 
 
 def test_an_absurd_queue_length_is_refused_before_walking(fake):
     head = fake.sk_buff_head([], qlen=MAX_QUEUED_SKBS + 1)
-    _one_line_error(lambda: list(skb_queue(head, fake.prog, "sk_receive_queue")), "claims")
+    assert_one_line_error(lambda: list(skb_queue(head, fake.prog, "sk_receive_queue")), "claims")
 
 
 def test_an_absurd_skb_length_is_refused(fake):
     skb = fake.skb(b"x")
     fake.set(skb, "sk_buff", "len", 1 << 30)
     u = fake.unix_sock(SOCK_DGRAM, [skb])
-    _one_line_error(lambda: unix_receive_queue(u), "impossible length")
+    assert_one_line_error(lambda: unix_receive_queue(u), "impossible length")
 
 
 def test_an_absurd_address_length_is_refused(fake):
@@ -224,7 +226,7 @@ def test_an_absurd_address_length_is_refused(fake):
     addr = fake.alloc(256)
     fake.set(addr, "unix_address", "len", 4000)
     fake.set(u.address_, "unix_sock", "addr", addr)
-    _one_line_error(lambda: unix_name(u), "impossible length")
+    assert_one_line_error(lambda: unix_name(u), "impossible length")
 
 
 def test_refusals_name_what_kind_of_file_cannot_be_saved():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import images, pb
@@ -22,9 +21,10 @@ from ovm_offline.kernel.ds.xarray import xa_for_each
 from ovm_offline.kernel.mm.shmem import shmem_data_pages
 from ovm_offline.kernel.ns.ipc import IPC_MSG_IDS, IPC_SHM_IDS, ipc_for_each, ipc_ids
 from ovm_offline.state import PageRun, SharedMemory, Vma
+from tests.support.checks import assert_one_line_error
+from tests.support.memory import FAKE_POB, FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
-pytestmark = pytest.mark.guest
 
 PAGE = 4096
 
@@ -38,6 +38,7 @@ def _vmas(d, pid: int) -> list:
     return list(images.read_image(d / images.MM.filename(pid)).entries[0].vmas)
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_shmem_both_processes_map_one_memfd_with_only_the_touched_pages(dumped, kernel):
     d = dumped(kernel, "shmem")
@@ -70,6 +71,7 @@ def test_shmem_both_processes_map_one_memfd_with_only_the_touched_pages(dumped, 
         assert p.data[:64] == _pattern("R-anon" if n < 4 else "K-anon", n)
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_sysvshm_saves_the_ipc_namespace_with_both_segments(dumped, kernel):
     d = dumped(kernel, "sysvshm")
@@ -244,12 +246,6 @@ def fake(request):
     return FakeKernel(request.param)
 
 
-def _one_line(fn, needle: str, exc=GuestDataError) -> None:
-    with pytest.raises(exc) as e:
-        fn()
-    assert "\n" not in str(e.value) and needle in str(e.value), str(e.value)
-
-
 def test_xarray_walk_gives_entries_in_index_order_with_multi_index_entries(fake):
     leaf = fake.node(0, {3: 0x1000_0000, 5: 0x41})  # a pointer and a value entry
     big = 0x2000_0000
@@ -268,14 +264,16 @@ def test_xarray_walk_gives_entries_in_index_order_with_multi_index_entries(fake)
 
 def test_hostile_xarrays_are_one_line_errors(fake):
     lying = fake.node(12, {0: 0x1000_0000})  # says shift 12 below a shift-6 root
-    _one_line(lambda: list(xa_for_each(fake.prog, fake.xarray(fake.node(6, {1: lying})), 1 << 20)), "shift 12")
-    _one_line(lambda: list(xa_for_each(fake.prog, fake.xarray(fake.node(7, {})), 10)), "bad shift 7")
+    assert_one_line_error(
+        lambda: list(xa_for_each(fake.prog, fake.xarray(fake.node(6, {1: lying})), 1 << 20)), "shift 12"
+    )
+    assert_one_line_error(lambda: list(xa_for_each(fake.prog, fake.xarray(fake.node(7, {})), 10)), "bad shift 7")
     forward = fake.node(0, {1: (5 << 2) | 2, 5: 0x1000_0000})
-    _one_line(lambda: list(xa_for_each(fake.prog, fake.xarray(forward), 10)), "sibling of slot 5")
+    assert_one_line_error(lambda: list(xa_for_each(fake.prog, fake.xarray(forward), 10)), "sibling of slot 5")
     below = fake.node(0, {0: fake.node(0, {})})
-    _one_line(lambda: list(xa_for_each(fake.prog, fake.xarray(below), 10)), "below shift 0")
+    assert_one_line_error(lambda: list(xa_for_each(fake.prog, fake.xarray(below), 10)), "below shift 0")
     many = fake.node(0, {i: 0x1000_0000 + 8 * i for i in range(64)})
-    _one_line(lambda: list(xa_for_each(fake.prog, fake.xarray(many), 100, limit=10)), "more than 10")
+    assert_one_line_error(lambda: list(xa_for_each(fake.prog, fake.xarray(many), 100, limit=10)), "more than 10")
     unmapped = fake.xarray(0x0000_DEAD_BEEF_0000 | 2)
     with pytest.raises(GuestDataError) as e:
         list(xa_for_each(fake.prog, unmapped, 10))
@@ -299,7 +297,7 @@ def test_shmem_data_pages_are_the_uptodate_cached_pages(fake):
 
 def test_a_page_cache_slot_holding_a_far_folio_is_refused(fake):
     leaf = fake.node(0, {4: fake.page(0x100, 4000)})
-    _one_line(lambda: shmem_data_pages(fake.prog, fake.mapping(leaf), 8), "folio starting at index 4000")
+    assert_one_line_error(lambda: shmem_data_pages(fake.prog, fake.mapping(leaf), 8), "folio starting at index 4000")
 
 
 def _ipc_ns(fake, objects: dict[int, dict[int, int]], in_use: dict[int, int] | None = None):
@@ -329,15 +327,19 @@ def test_ipc_ids_walk_checks_ids_and_counts(fake):
     ns = _ipc_ns(fake, {IPC_SHM_IDS: {0: 0, 3: 32768 + 3}})
     assert [p.id for p in ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))] == [0, 32771]
     ns = _ipc_ns(fake, {IPC_SHM_IDS: {2: 5}})
-    _one_line(lambda: list(ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))), "has id 5 but sits at IDR index 2")
+    assert_one_line_error(
+        lambda: list(ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))), "has id 5 but sits at IDR index 2"
+    )
     ns = _ipc_ns(fake, {IPC_SHM_IDS: {1: 1}}, in_use={IPC_SHM_IDS: 3})
-    _one_line(lambda: list(ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))), "in_use 3 but 1 objects")
+    assert_one_line_error(lambda: list(ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))), "in_use 3 but 1 objects")
     ns = _ipc_ns(fake, {}, in_use={IPC_SHM_IDS: 1 << 30})
-    _one_line(lambda: list(ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))), "beyond ipc_mni")
+    assert_one_line_error(lambda: list(ipc_for_each(fake.prog, ipc_ids(ns, IPC_SHM_IDS))), "beyond ipc_mni")
 
 
 def test_ipc_namespace_with_message_queues_is_refused_by_name(fake):
     from ovm_offline.extract.shmem import extract_ipc_namespace
 
     ns = _ipc_ns(fake, {IPC_MSG_IDS: {0: 0, 1: 1}})
-    _one_line(lambda: extract_ipc_namespace(fake.prog, ns, {}), "2 message queue(s) (id 0, 1)", UnsupportedError)
+    assert_one_line_error(
+        lambda: extract_ipc_namespace(fake.prog, ns, {}), "2 message queue(s) (id 0, 1)", UnsupportedError
+    )

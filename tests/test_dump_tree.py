@@ -6,23 +6,23 @@ walk must survive hostile rings with one-line errors."""
 from __future__ import annotations
 
 import pytest
-from test_kernel_common import FAKE_POB, FakeKernelMemory
 
 from corpus import kernels
 from ovm_offline.criu import images
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.core.memory import START_KERNEL_MAP
 from ovm_offline.kernel.fs.pipe import (
     MAX_RING_SIZE,
     pipe_buffers,
     pipe_read_data,
     pipe_size,
 )
+from tests.support.checks import assert_one_line_error
+from tests.support.pipes import VMEMMAP, FakePipes
 
 KERNELS = list(kernels.KERNELS)
-pytestmark = pytest.mark.guest
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_pipetree_saves_the_buffered_bytes_in_criu_order(dumped, kernel):
     """pipes-data.img: every pipe once, in the order its read end is first met, with the
@@ -36,6 +36,7 @@ def test_pipetree_saves_the_buffered_bytes_in_criu_order(dumped, kernel):
     assert pipe_ids == {e.pipe_id for e in img.entries}
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_container_is_saved_with_inner_pids_and_its_cgroup(dumped, kernel):
     d = dumped(kernel, "container")
@@ -54,54 +55,6 @@ def test_container_is_saved_with_inner_pids_and_its_cgroup(dumped, kernel):
 
 
 # --- the pipe ring, in fake memory laid out by the real ISFs ----------------------------------
-
-POB = FAKE_POB
-VMEMMAP = 0xFFFF_EA00_0000_0000
-
-
-class FakePipes(FakeKernelMemory):
-    """pipe_inode_info and pipe_buffer rings in fake memory."""
-
-    def __init__(self, kernel: str) -> None:
-        super().__init__(kernel)
-        self.src.write_u64(self.symbols.symbol_address("vmemmap_base") - START_KERNEL_MAP, VMEMMAP)
-        self.page_size = self.symbols.struct_type("page").size
-        self.buf_size = self.symbols.struct_type("pipe_buffer").size
-
-    def data_page(self, data: bytes, offset: int = 0) -> int:
-        """A struct page * (in the vmemmap) of a fresh physical page holding `data` at `offset`."""
-        phys = self.alloc(4096) - POB
-        self.src.write(phys + offset, data)
-        return VMEMMAP + (phys // 4096) * self.page_size
-
-    def pipe(
-        self,
-        *,
-        head: int,
-        tail: int,
-        ring_size: int = 16,
-        max_usage: int | None = None,
-        bufs: dict[int, tuple[int, int, int]] | None = None,
-        bufs_addr: int | None = None,
-    ) -> object:
-        """A pipe whose ring slot i holds bufs[i] = (page, offset, len)."""
-        pipe = self.alloc(self.symbols.struct_type("pipe_inode_info").size)
-        if bufs_addr is None:
-            bufs_addr = self.alloc(self.buf_size * max(ring_size, 1)) if ring_size <= 4096 else self.alloc(4096)
-        for slot, (page, offset, length) in (bufs or {}).items():
-            b = bufs_addr + slot * self.buf_size
-            self.set(b, "pipe_buffer", "page", page)
-            self.set(b, "pipe_buffer", "offset", offset)
-            self.set(b, "pipe_buffer", "len", length)
-        for name, value in (
-            ("head", head),
-            ("tail", tail),
-            ("ring_size", ring_size),
-            ("max_usage", ring_size if max_usage is None else max_usage),
-            ("bufs", bufs_addr),
-        ):
-            self.set(pipe, "pipe_inode_info", name, value)
-        return self.prog.pointer("pipe_inode_info", pipe)
 
 
 @pytest.fixture(params=["6.1", "6.12"])
@@ -132,47 +85,40 @@ def test_empty_pipe_reads_nothing(fake):
     assert pipe_size(pipe) == 16 * 4096
 
 
-def _one_line_error(fn, needle: str) -> None:
-    with pytest.raises(GuestDataError) as e:
-        fn()
-    msg = str(e.value)
-    assert "\n" not in msg and needle in msg, msg
-
-
 @pytest.mark.parametrize("ring_size", [0, 12, MAX_RING_SIZE * 2, 2**31])
 def test_absurd_ring_sizes_are_refused(fake, ring_size):
     pipe = fake.pipe(head=1, tail=0, ring_size=ring_size, bufs_addr=0)
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "impossible ring_size")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "impossible ring_size")
 
 
 def test_head_far_from_tail_is_refused_before_any_buffer_is_read(fake):
     pipe = fake.pipe(head=0x7FFF_FFFF, tail=3, bufs_addr=0xDEAD_0000)
     before = fake.src.reads
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "more than ring_size 16 slots apart")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "more than ring_size 16 slots apart")
     assert fake.src.reads - before < 16  # the pipe_inode_info fields only
     # tail ahead of head is the same thing seen mod 2^32
     pipe = fake.pipe(head=3, tail=5, bufs_addr=0xDEAD_0000)
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "slots apart")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "slots apart")
 
 
 def test_max_usage_above_ring_size_is_refused(fake):
     pipe = fake.pipe(head=0, tail=0, ring_size=16, max_usage=17, bufs_addr=0)
-    _one_line_error(lambda: pipe_size(pipe), "max_usage 17 > ring_size 16")
+    assert_one_line_error(lambda: pipe_size(pipe), "max_usage 17 > ring_size 16")
 
 
 @pytest.mark.parametrize("offset,length", [(0, 4097), (4000, 200), (2**32 - 1, 2), (5000, 0)])
 def test_buffers_outside_their_page_are_refused(fake, offset, length):
     pipe = fake.pipe(head=1, tail=0, bufs={0: (fake.data_page(b"x"), offset, length)})
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "outside its page")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "outside its page")
 
 
 def test_bogus_buffer_pages_are_one_line_errors(fake):
     pipe = fake.pipe(head=1, tail=0, bufs={0: (0, 0, 10)})
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "no page")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "no page")
     pipe = fake.pipe(head=1, tail=0, bufs={0: (VMEMMAP + 3, 0, 10)})
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "not a struct page")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "not a struct page")
     pipe = fake.pipe(head=1, tail=0, bufs={0: (VMEMMAP + (1 << 20) * fake.page_size, 0, 10)})
-    _one_line_error(lambda: pipe_read_data(fake.prog, pipe), "not readable")
+    assert_one_line_error(lambda: pipe_read_data(fake.prog, pipe), "not readable")
 
 
 def test_unmapped_bufs_array_is_a_one_line_error(fake):

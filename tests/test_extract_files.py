@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus.recorder import Recording
 from ovm_offline.extract.files import extract_files, extract_fs
 from ovm_offline.kernel import open_kernel
 from ovm_offline.kernel.fs.dcache import new_encode_dev
@@ -24,7 +25,7 @@ from ovm_offline.kernel.fs.fdtable import O_CLOEXEC
 from ovm_offline.kernel.task.pid import task_active_pid_ns
 from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
-from ovm_offline.state import Fd, OpenFile, Owner
+from ovm_offline.state import Fd, FsState, OpenFile, Owner
 
 pytestmark = [
     pytest.mark.guest,
@@ -72,14 +73,10 @@ def rec(request, recording):
     return recording(*request.param)
 
 
-@pytest.fixture(scope="module", params=FORMATS)
-def extracted(request, rec):
+@functools.cache
+def extract_recording(rec: Recording, fmt: str) -> tuple[dict[int, list[Fd]], dict[int, FsState]]:
     """(pid -> fds, pid -> FsState) of every member of the recorded tree, from one dump format."""
-    fmt = request.param
-    path = rec.elf if fmt == "elf" else rec.kdumps.get(fmt)
-    if path is None or not path.exists():
-        pytest.skip(f"{rec.root.name} has no {fmt} dump")
-    src = open_source(str(path))
+    src = open_source(str(rec.elf if fmt == "elf" else rec.kdumps[fmt]))
     try:
         prog = open_kernel(src)
         members = set(rec.manifest["members"])
@@ -91,6 +88,11 @@ def extracted(request, rec):
     finally:
         src.close()
     return fds, fs
+
+
+@pytest.fixture(scope="module", params=FORMATS)
+def extracted(request, rec):
+    return extract_recording(rec, request.param)
 
 
 def _by_fd(fds: list[Fd]) -> dict[int, Fd]:
@@ -231,12 +233,12 @@ def test_ttys_match_golden_tty_info(rec, extracted):
     assert ttys == len(golden.tty_info)
 
 
-def test_ptyprog_pty_pair(rec, extracted):
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_ptyprog_pty_pair(recording, kernel, fmt):
     """The pty pair of ptyprog: the slave is the controlling tty, both ends report the
     slave's settings (33x101)."""
-    if rec.manifest["workload"] != "ptyprog":
-        pytest.skip("ptyprog only")
-    fds, _ = extracted
+    fds, _ = extract_recording(recording(kernel, "ptyprog"), fmt)
     (ours,) = fds.values()
     by_fd = _by_fd(ours)
     master, slave = by_fd[3].file, by_fd[4].file

@@ -6,7 +6,6 @@ GuestDataErrors instead of huge reads or tracebacks."""
 from __future__ import annotations
 
 import pytest
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.extract.files import (
@@ -15,9 +14,6 @@ from ovm_offline.extract.files import (
     extract_files,
     file_owner_state,
 )
-from ovm_offline.kernel.core.ktypes import IntType, PointerType
-from ovm_offline.kernel.core.memory import START_KERNEL_MAP, Program
-from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.fs.fdtable import (
     PIPEFS_MAGIC,
     S_IFCHR,
@@ -33,52 +29,21 @@ from ovm_offline.kernel.fs.fdtable import (
 from ovm_offline.kernel.fs.fs_struct import fs_umask
 from ovm_offline.kernel.fs.tty import file_tty
 from ovm_offline.state import Owner
+from tests.support.memory import FAKE_POB, FakeKernelMemory
 
-POB = 0xFFFF_8880_0000_0000
-HEAP = 0x2000_0000  # above where the kernel image's variables land in physical memory
 NR_OPEN = 1 << 20
 BOGUS = 0x0000_DEAD_BEEF_0000  # a user address: not mapped in the (empty) kernel page tables
 
 
-class Fake:
-    """Kernel objects in SparseSource memory, laid out by a real ISF."""
+class Fake(FakeKernelMemory):
+    """Files, fd tables, ttys and fs_structs in fake memory."""
 
     def __init__(self, kernel: str) -> None:
-        self.kernel = kernel
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 31)
-        self.prog = Program(
-            self.src,
-            self.symbols,
-            kaslr_offset=0,
-            phys_base=0,
-            pgtable_levels=4,
-            kernel_root=0x1000,
-            page_offset_base=POB,
-        )
-        self.next = HEAP
+        super().__init__(kernel)
         self.write_symbol_u32("sysctl_nr_open", NR_OPEN)
 
     def write_symbol_u32(self, name: str, value: int) -> None:
-        self.src.write(self.symbols.symbol_address(name) - START_KERNEL_MAP, value.to_bytes(4, "little"))
-
-    def alloc(self, type_name: str | None, size: int = 0) -> int:
-        if type_name is not None:
-            size += self.symbols.struct_type(type_name).size
-        addr = POB + self.next
-        self.next += (size + 0xFFF) & ~0xFFF
-        return addr
-
-    def set(self, addr: int, type_name: str, path: str, value: int) -> None:
-        off = self.prog.member_offset(type_name, path)
-        t = self.symbols.struct_type(type_name)
-        for part in path.split("."):
-            t = t.member(part).type  # type: ignore[assignment]
-        size = t.size if isinstance(t, (IntType, PointerType)) or t.size else 8
-        self.src.write(addr - POB + off, (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"))
-
-    def u64(self, addr: int, value: int) -> None:
-        self.src.write_u64(addr - POB, value)
+        self.write(self.prog.symbol_address(name), value.to_bytes(4, "little"))
 
     # --- objects
     def inode(self, mode: int, magic: int = 0) -> int:
@@ -110,18 +75,21 @@ class Fake:
         fdt = self.alloc("fdtable")
         nbytes = max(8, (max_fds + 7) // 8)
         if array is None:
-            array = self.alloc(None, max(8, max_fds * 8))
+            array = self.alloc(max(8, max_fds * 8))
             for fd, f in fds.items():
-                self.u64(array + fd * 8, f)
+                self.write_u64(array + fd * 8, f)
         if open_fds is None:
-            open_fds = self.alloc(None, nbytes)
+            open_fds = self.alloc(nbytes)
             for fd in fds:
                 self.src.write(
-                    open_fds - POB + fd // 8, bytes([self.src.read(open_fds - POB + fd // 8, 1)[0] | 1 << fd % 8])
+                    open_fds - FAKE_POB + fd // 8,
+                    bytes([self.src.read(open_fds - FAKE_POB + fd // 8, 1)[0] | 1 << fd % 8]),
                 )
-        coe = self.alloc(None, nbytes)
+        coe = self.alloc(nbytes)
         for fd in cloexec:
-            self.src.write(coe - POB + fd // 8, bytes([self.src.read(coe - POB + fd // 8, 1)[0] | 1 << fd % 8]))
+            self.src.write(
+                coe - FAKE_POB + fd // 8, bytes([self.src.read(coe - FAKE_POB + fd // 8, 1)[0] | 1 << fd % 8])
+            )
         self.set(fdt, "fdtable", "max_fds", max_fds)
         self.set(fdt, "fdtable", "fd", array)
         self.set(fdt, "fdtable", "open_fds", open_fds)
@@ -142,10 +110,10 @@ class Fake:
         return ns
 
     def pid(self, nr: int, ns: int) -> int:
-        p = self.alloc("pid", 64)
+        p = self.alloc("pid", extra=64)
         self.set(p, "pid", "level", 0)
         self.src.write(
-            p - POB + self.prog.member_offset("pid", "numbers"),
+            p - FAKE_POB + self.prog.member_offset("pid", "numbers"),
             nr.to_bytes(4, "little") + bytes(4) + ns.to_bytes(8, "little"),
         )
         return p
@@ -210,15 +178,15 @@ def test_file_kinds(fake):
     assert kind(0o600) == "anon"
     # An anon-inode file of a kind not in the table, even if its inode says S_IFREG.
     mnt = fake.alloc("vfsmount")
-    fake.src.write_u64(fake.symbols.symbol_address("anon_inode_mnt") - START_KERNEL_MAP, mnt)
+    fake.write_u64(fake.prog.symbol_address("anon_inode_mnt"), mnt)
     f = fake.file(fake.inode(S_IFREG | 0o600), "shmem_file_operations")
     fake.set(f, "file", "f_path.mnt", mnt)
     assert file_kind(fake.prog.pointer("file", f)) == "anon"
     # A memfd: a shmem file on the internal shm_mnt whose dentry is named "memfd:...".
     shm = fake.alloc("vfsmount")
-    fake.src.write_u64(fake.symbols.symbol_address("shm_mnt") - START_KERNEL_MAP, shm)
-    name = fake.alloc(None, 16)
-    fake.src.write(name - POB, b"memfd:buf\0")
+    fake.write_u64(fake.prog.symbol_address("shm_mnt"), shm)
+    name = fake.alloc(16)
+    fake.write(name, b"memfd:buf\0")
     dentry = fake.alloc("dentry")
     fake.set(dentry, "dentry", "d_name.name", name)
     fake.set(dentry, "dentry", "d_name.len", 9)

@@ -6,11 +6,8 @@ Real paths are checked against golden images in test_extract_mm.py (mapped files
 from __future__ import annotations
 
 import pytest
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.core.memory import Program
-from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.fs.dcache import (
     d_path,
     d_path_info,
@@ -18,42 +15,16 @@ from ovm_offline.kernel.fs.dcache import (
     file_identity,
     file_path,
 )
+from tests.support.memory import FakeKernelMemory
 
-POB = 0xFFFF_8880_0000_0000
 
-
-class FakeFs:
-    def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 30)
-        self.prog = Program(
-            self.src,
-            self.symbols,
-            kaslr_offset=0,
-            phys_base=0,
-            pgtable_levels=4,
-            kernel_root=0x1000,
-            page_offset_base=POB,
-        )
-        self.next = 0x10_0000
-
-    def alloc(self, type_name: str) -> int:
-        size = self.symbols.struct_type(type_name).size
-        addr = POB + self.next
-        self.next += (size + 0xFFF) & ~0xFFF
-        return addr
-
-    def set(self, addr: int, type_name: str, path: str, value: int, size: int = 8) -> None:
-        off = self.prog.member_offset(type_name, path)
-        self.src.write(addr - POB + off, (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"))
+class FakeFs(FakeKernelMemory):
+    """Dentries, mounts, paths, inodes and files in fake memory."""
 
     def dentry(self, name: bytes, parent: int | None, hashed: bool = True, inode: int = 0) -> int:
         d = self.alloc("dentry")
-        s = POB + self.next
-        self.next += 0x1000
-        self.src.write(s - POB, name + b"\0")
-        self.set(d, "dentry", "d_name.name", s)
-        self.set(d, "dentry", "d_name.len", len(name), 4)
+        self.set(d, "dentry", "d_name.name", self.string(name))
+        self.set(d, "dentry", "d_name.len", len(name))
         self.set(d, "dentry", "d_parent", parent if parent is not None else d)
         self.set(d, "dentry", "d_hash.pprev", 0xDEAD if hashed else 0)
         self.set(d, "dentry", "d_inode", inode)
@@ -79,10 +50,10 @@ class FakeFs:
     def inode(self, ino: int, size: int, mode: int, dev: int) -> int:
         i = self.alloc("inode")
         sb = self.alloc("super_block")
-        self.set(sb, "super_block", "s_dev", dev, 4)
+        self.set(sb, "super_block", "s_dev", dev)
         self.set(i, "inode", "i_ino", ino)
         self.set(i, "inode", "i_size", size)
-        self.set(i, "inode", "i_mode", mode, 2)
+        self.set(i, "inode", "i_mode", mode)
         self.set(i, "inode", "i_sb", sb)
         return i
 
@@ -177,7 +148,7 @@ def test_hostile_chains_are_guest_data_errors(kernel):
     assert "\n" not in str(e.value)
     # A name longer than NAME_MAX.
     long = fs.dentry(b"n" * 10, data)
-    fs.set(long, "dentry", "d_name.len", 300, 4)
+    fs.set(long, "dentry", "d_name.len", 300)
     with pytest.raises(GuestDataError, match="NAME_MAX"):
         d_path(fs.path(m1, long))
     # Mounts that are each other's parent.

@@ -10,11 +10,8 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.kernel.core.memory import Program
-from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.ds.maple import (
     MAPLE_ARANGE_64,
     MAPLE_LEAF_64,
@@ -24,35 +21,25 @@ from ovm_offline.kernel.ds.maple import (
     mt_for_each,
     mtree_load,
 )
+from tests.support.memory import FAKE_POB, FakeKernelMemory
 
-POB = 0xFFFF_8880_0000_0000
 NODE_BASE = 0x10_0000  # physical; node i at NODE_BASE + 256 * i
-ENTRY_BASE = POB + 0x4000_0000
+ENTRY_BASE = FAKE_POB + 0x4000_0000
 MAPLE_ROOT_NODE = 0x02
 MAPLE_ENODE_NULL = 0x04
 
 
-class FakeTree:
+class FakeTree(FakeKernelMemory):
     """A maple tree laid out in SparseSource memory the way lib/maple_tree.c stores it."""
 
     def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 31)
-        self.prog = Program(
-            self.src,
-            self.symbols,
-            kaslr_offset=0,
-            phys_base=0,
-            pgtable_levels=4,
-            kernel_root=0x1000,
-            page_offset_base=POB,
-        )
+        super().__init__(kernel)
         self.nodes = 0
-        self.tree = POB + 0x1000  # the struct maple_tree
+        self.tree = FAKE_POB + 0x1000  # the struct maple_tree
 
     # --- raw layout
     def node_addr(self) -> int:
-        addr = POB + NODE_BASE + 256 * self.nodes
+        addr = FAKE_POB + NODE_BASE + 256 * self.nodes
         self.nodes += 1
         return addr
 
@@ -76,14 +63,14 @@ class FakeTree:
         raw = bytearray(struct.pack("<32Q", *words))
         if ntype == MAPLE_ARANGE_64 or words[p0 + npiv - 1] == 0:
             raw[meta] = k - 1  # maple_metadata.end
-        self.src.write(addr - POB, bytes(raw))
+        self.src.write(addr - FAKE_POB, bytes(raw))
         return addr | (ntype << 3) | MAPLE_ENODE_NULL
 
     def set_tree(self, root: int, height: int, alloc: bool) -> None:
         flags = (height << 2) | (1 if alloc else 0)
-        self.src.write_u64(self.tree - POB + self.prog.member_offset("maple_tree", "ma_root"), root)
+        self.src.write_u64(self.tree - FAKE_POB + self.prog.member_offset("maple_tree", "ma_root"), root)
         off = self.prog.member_offset("maple_tree", "ma_flags")
-        self.src.write(self.tree - POB + off, struct.pack("<I", flags))
+        self.src.write(self.tree - FAKE_POB + off, struct.pack("<I", flags))
 
     def build(self, slots: list[tuple[int, int]], group: list[int], alloc: bool) -> None:
         """Pack (last, entry) slots covering [0, ULONG_MAX] into leaves, then parents
@@ -221,7 +208,7 @@ def test_cyclic_trees_are_guest_data_errors(kernel):
     root, leaf0 = _two_level(t)
     assert [e for _f, _l, e in mt_for_each(t.tree, prog=t.prog)] == [ENTRY_BASE, ENTRY_BASE + 8]
     # Turn the root's second child into the root itself (typed as an internal node).
-    slot1 = root - POB + 80 + 8  # maple_arange_64.slot[1]
+    slot1 = root - FAKE_POB + 80 + 8  # maple_arange_64.slot[1]
     t.src.write_u64(slot1, root | (MAPLE_ARANGE_64 << 3) | MAPLE_ENODE_NULL)
     with pytest.raises(GuestDataError, match="twice|cyclic|deeper"):
         list(mt_for_each(t.tree, prog=t.prog))
@@ -240,7 +227,7 @@ def test_self_referencing_chain_stops(kernel, depth):
         words[16] = child  # slot[0]
         raw = bytearray(struct.pack("<32Q", *words))
         raw[248] = 0  # end = 0: one slot covering the whole range
-        t.src.write(a - POB, bytes(raw))
+        t.src.write(a - FAKE_POB, bytes(raw))
     t.set_tree(addrs[0] | (MAPLE_RANGE_64 << 3) | MAPLE_ROOT_NODE, 0, False)
     with pytest.raises(GuestDataError) as e:
         list(mt_for_each(t.tree, prog=t.prog))
@@ -264,7 +251,7 @@ def test_bad_pivots_and_types_are_guest_data_errors(kernel):
     # Metadata claiming more slots than the node has.
     t2 = FakeTree(kernel)
     root, _leaf0 = _two_level(t2)
-    t2.src.write(root - POB + 240, bytes([12]))
+    t2.src.write(root - FAKE_POB + 240, bytes([12]))
     with pytest.raises(GuestDataError, match="used slots"):
         list(mt_for_each(t2.tree, prog=t2.prog))
 

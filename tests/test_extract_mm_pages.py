@@ -9,7 +9,6 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_kernel_common import SparseSource
 
 from ovm_offline.extract.pages import (
     PE_LAZY,
@@ -20,6 +19,7 @@ from ovm_offline.extract.pages import (
     write_pages,
 )
 from ovm_offline.state import MmState, PageRun
+from tests.support.memory import SparseSource
 
 P = 4096
 L, N = PE_LAZY | PE_PRESENT, PE_PRESENT

@@ -6,7 +6,6 @@ vsyscall_mode NONE), built in fake memory with the real ISFs."""
 from __future__ import annotations
 
 import pytest
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.criu.build.mm import vma_status as criu_vma_status
 from ovm_offline.extract.mm import (
@@ -24,12 +23,9 @@ from ovm_offline.extract.mm import (
     vm_prot,
     vsyscall_vma,
 )
-from ovm_offline.kernel.core.memory import START_KERNEL_MAP, Program
-from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.mm import mmap as kmm
 from ovm_offline.state import Vma
-
-POB = 0xFFFF_8880_0000_0000
+from tests.support.memory import FakeKernelMemory
 
 
 def test_vm_flags_to_criu_fields():
@@ -85,43 +81,19 @@ def test_lazy_rules():
     assert not criu_lazy_allowed([0x7FFD_2CD2_A5C8, 0x7F00_0000_1000])
 
 
-class FakeKernel:
-    def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 31)
-        self.prog = Program(
-            self.src,
-            self.symbols,
-            kaslr_offset=0,
-            phys_base=0,
-            pgtable_levels=4,
-            kernel_root=0x1000,
-            page_offset_base=POB,
-        )
-
-    def sym_phys(self, name: str) -> int:
-        return self.symbols.symbol_address(name) - START_KERNEL_MAP
-
-    def set_field(self, base_phys: int, type_name: str, path: str, value: int, size: int) -> None:
-        off = self.prog.member_offset(type_name, path)
-        self.src.write(base_phys + off, value.to_bytes(size, "little"))
-
-
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 @pytest.mark.parametrize(
     "mode,flags,want", [(0, 0x5, 0x5), (1, 0x4, 0x4), (2, 0x5, None)], ids=["emulate", "xonly", "none"]
 )
 def test_vsyscall_entry_follows_vsyscall_mode(kernel, mode, flags, want):
-    k = FakeKernel(kernel)
-    k.src.write(k.sym_phys("vsyscall_mode"), mode.to_bytes(4, "little"))
-    gate = k.sym_phys("gate_vma")
-    k.set_field(gate, "vm_area_struct", "vm_start", kmm.VSYSCALL_ADDR, 8)
-    k.set_field(gate, "vm_area_struct", "vm_end", kmm.VSYSCALL_ADDR + 4096, 8)
-    k.set_field(gate, "vm_area_struct", "vm_flags", flags, 8)
-    mm_phys = 0x20_0000
-    ctx_flags = k.prog.struct_type("mm_struct").member("context").type.member("flags").type.size
-    k.set_field(mm_phys, "mm_struct", "context.flags", 1 << kmm.MM_CONTEXT_HAS_VSYSCALL, ctx_flags)
-    mm = k.prog.struct("mm_struct", POB + mm_phys)
+    k = FakeKernelMemory(kernel)
+    k.write(k.prog.symbol_address("vsyscall_mode"), mode.to_bytes(4, "little"))
+    k.set_symbol("gate_vma", "vm_area_struct", "vm_start", kmm.VSYSCALL_ADDR)
+    k.set_symbol("gate_vma", "vm_area_struct", "vm_end", kmm.VSYSCALL_ADDR + 4096)
+    k.set_symbol("gate_vma", "vm_area_struct", "vm_flags", flags)
+    mm_addr = k.alloc("mm_struct")
+    k.set(mm_addr, "mm_struct", "context.flags", 1 << kmm.MM_CONTEXT_HAS_VSYSCALL)
+    mm = k.prog.struct("mm_struct", mm_addr)
     v = vsyscall_vma(mm)
     if want is None:
         assert v is None
@@ -136,5 +108,5 @@ def test_vsyscall_entry_follows_vsyscall_mode(kernel, mode, flags, want):
     )
     assert criu_vma_status(v) == 0x204
     # A 32-bit task's mm has no vsyscall page.
-    k.set_field(mm_phys, "mm_struct", "context.flags", 0, ctx_flags)
+    k.set(mm_addr, "mm_struct", "context.flags", 0)
     assert vsyscall_vma(mm) is None

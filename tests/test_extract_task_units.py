@@ -9,13 +9,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.extract.task import restart_syscall_fixup
-from ovm_offline.kernel.core.ktypes import BitfieldType, PointerType
-from ovm_offline.kernel.core.memory import Program
-from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.cpu.fpu import XstateLayout, compacted_offsets, uabi_xstate
 from ovm_offline.kernel.cpu.regs import user_desc
 from ovm_offline.kernel.task.cred import kernel_cap_value, task_credentials
@@ -33,9 +29,9 @@ from ovm_offline.kernel.task.timers import (
     signal_posix_timers,
 )
 from ovm_offline.state import Registers
+from tests.support.memory import FakeKernelMemory
 
 U64 = (1 << 64) - 1
-POB = 0xFFFF_8880_0000_0000
 
 
 # ---------------------------------------------------------------------------- syscall restart
@@ -187,50 +183,8 @@ def test_uabi_xstate_rejects_truncated_image():
 # ---------------------------------------------------------------------------- fake kernel memory
 
 
-class FakeKernel:
-    """Kernel objects in SparseSource memory, laid out by a real ISF; members set by path."""
-
-    def __init__(self, kernel: str) -> None:
-        self.kernel = kernel
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 30)
-        self.prog = Program(
-            self.src,
-            self.symbols,
-            kaslr_offset=0,
-            phys_base=0,
-            pgtable_levels=4,
-            kernel_root=0x1000,
-            page_offset_base=POB,
-        )
-        self.next = 0x10_0000
-
-    def alloc(self, type_name: str, extra: int = 0) -> int:
-        size = self.symbols.struct_type(type_name).size + extra
-        addr = POB + self.next
-        self.next += (size + 0xFFF) & ~0xFFF
-        return addr
-
-    def phys(self, vaddr: int) -> int:
-        return self.prog.translate(vaddr)
-
-    def set(self, addr: int, type_name: str, path: str, value: int) -> None:
-        off = self.prog.member_offset(type_name, path)
-        t = self.symbols.struct_type(type_name)
-        for part in path.split("."):
-            t = t.member(part).type  # type: ignore[assignment]
-        if isinstance(t, BitfieldType):
-            size = t.storage.size
-            raw = int.from_bytes(self.prog.read(addr + off, size), "little")
-            mask = ((1 << t.bit_length) - 1) << t.bit_position
-            raw = (raw & ~mask) | (value << t.bit_position & mask)
-            self.src.write(self.phys(addr + off), raw.to_bytes(size, "little"))
-            return
-        size = 8 if isinstance(t, PointerType) else t.size
-        self.src.write(self.phys(addr + off), (value & ((1 << 8 * size) - 1)).to_bytes(size, "little"))
-
-    def set_symbol(self, name: str, type_name: str, path: str, value: int) -> None:
-        self.set(self.prog.symbol_address(name), type_name, path, value)
+class FakeKernel(FakeKernelMemory):
+    """Timers, signals, credentials and tasks in fake memory; lists linked, the clock set."""
 
     def struct(self, type_name: str, addr: int):
         return self.prog.struct(type_name, addr)

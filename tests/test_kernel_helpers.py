@@ -10,64 +10,19 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.inventory import ProcessInfo, container_ids
-from ovm_offline.kernel.core.ktypes import IntType, PointerType
-from ovm_offline.kernel.core.memory import Program
-from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.ns.cgroup import kernfs_path, task_cgroup_path
 from ovm_offline.kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from ovm_offline.kernel.task.pid import pid_nr_ns, task_active_pid_ns, task_ns_pid, task_pgid, task_sid
 from ovm_offline.kernel.task.tasks import task_state
+from tests.support.memory import FakeKernelMemory
 
-POB = 0xFFFF_8880_0000_0000
 
+class Fake(FakeKernelMemory):
+    """PID namespaces, pids, kernfs nodes, cgroups and tasks in fake memory."""
 
-class Fake:
-    """A fake kernel: objects allocated in SparseSource memory, fields set by name."""
-
-    def __init__(self, kernel: str) -> None:
-        self.symbols = load_isf(ISF[kernel])
-        self.src = SparseSource(1 << 30)
-        self.prog = Program(
-            self.src,
-            self.symbols,
-            kaslr_offset=0,
-            phys_base=0,
-            pgtable_levels=4,
-            kernel_root=0x1000,
-            page_offset_base=POB,
-        )
-        self.next = 0x10_0000
-
-    def alloc(self, type_name: str, extra: int = 0) -> int:
-        size = self.symbols.struct_type(type_name).size + extra
-        addr = POB + self.next
-        self.next += (size + 0xFFF) & ~0xFFF
-        return addr
-
-    def set(self, addr: int, type_name: str, path: str, value: int | bytes) -> None:
-        off = self.prog.member_offset(type_name, path)
-        t = self.symbols.struct_type(type_name)
-        for part in path.split("."):
-            m = t.member(part)
-            t = m.type  # type: ignore[assignment]
-        if isinstance(value, bytes):
-            data = value
-        else:
-            size = t.size if isinstance(t, (IntType, PointerType)) or t.size else 8
-            data = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-        self.src.write(addr - POB + off, data)
-
-    def string(self, s: bytes) -> int:
-        addr = POB + self.next
-        self.next += 0x1000
-        self.src.write(addr - POB, s + b"\0")
-        return addr
-
-    # --- kernel objects
     def pid_ns(self, level: int, inum: int, parent: int = 0) -> int:
         ns = self.alloc("pid_namespace")
         self.set(ns, "pid_namespace", "level", level)
@@ -82,7 +37,7 @@ class Fake:
         self.set(p, "pid", "level", len(numbers) - 1)
         base = self.prog.member_offset("pid", "numbers")
         for i, (nr, ns) in enumerate(numbers):
-            self.src.write(p - POB + base + i * upid, nr.to_bytes(4, "little") + bytes(4) + ns.to_bytes(8, "little"))
+            self.write(p + base + i * upid, nr.to_bytes(4, "little") + bytes(4) + ns.to_bytes(8, "little"))
         return p
 
     def kernfs(self, name: bytes, parent: int) -> int:
@@ -119,7 +74,7 @@ class Fake:
         ptr = 8
         pids = self.prog.member_offset("signal_struct", "pids")
         for i, p in enumerate([spid, spid, pgid, sid]):
-            self.src.write(sig - POB + pids + i * ptr, p.to_bytes(8, "little"))
+            self.write(sig + pids + i * ptr, p.to_bytes(8, "little"))
         if cgrp:
             cset = self.alloc("css_set")
             self.set(cset, "css_set", "dfl_cgrp", cgrp)

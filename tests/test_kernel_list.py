@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_kernel_common import ISF, SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.kernel.core.memory import FaultError, Program
 from ovm_offline.kernel.core.symbols import load_isf
 from ovm_offline.kernel.ds.list import hlist_for_each, list_count, list_empty, list_for_each, list_for_each_entry
+from tests.support.memory import SparseSource
+from tests.support.paths import ISF
 
 POB = 0xFFFF_8880_0000_0000  # direct-map base used for the fake guest
 

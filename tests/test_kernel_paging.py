@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_kernel_common import SparseSource
 
 from ovm_offline.errors import GuestDataError
 from ovm_offline.kernel.core.paging import (
@@ -22,6 +21,7 @@ from ovm_offline.kernel.core.paging import (
     level_shift,
     present_runs,
 )
+from tests.support.memory import SparseSource
 
 P, RW, US, PS = 1, 2, 4, 0x80
 NX = 1 << 63

@@ -1,14 +1,18 @@
-"""The kernel layer on real QEMU dumps of booted 6.1 and 6.12 guests.
+"""The kernel layer on real QEMU dumps of booted 6.1 and 6.12 guests (the corpus's counter
+guest, through ovm_offline.sources.open_source).
 
 Ground truth is Volatility 3's linux.pslist, run once per kernel per session.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
-from test_kernel_common import ISF, HiddenVmcoreinfo, open_dump, sample, vol_pslist
 
 from ovm_offline.errors import SymbolError
 from ovm_offline.inventory import list_processes, open_kernel
@@ -16,10 +20,47 @@ from ovm_offline.kernel.core.paging import Run
 from ovm_offline.kernel.ns.cgroup import task_cgroup_path
 from ovm_offline.kernel.task.pid import task_active_pid_ns, task_ns_pid
 from ovm_offline.kernel.task.tasks import for_each_process, for_each_task, task_page_tables, task_state
+from ovm_offline.sources import open_source
+from tests.support.paths import ISF, SYMBOLS
+from tests.support.volatility import vol_command
 
 pytestmark = pytest.mark.guest
 KERNELS = ["6.1", "6.12"]
 MASK48 = (1 << 48) - 1  # Volatility prints task offsets without the sign extension
+
+
+class HiddenVmcoreinfo:
+    """Wraps any source and pretends it has no VMCOREINFO."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.format_name = getattr(inner, "format_name", "?")
+
+    def vmcoreinfo(self):
+        return None
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+@pytest.fixture(scope="session")
+def sample(recording):
+    """sample(kernel) -> the ELF dump of the corpus's counter guest on `kernel`."""
+    return lambda kernel: recording(kernel, "counter").elf
+
+
+@functools.cache
+def vol_pslist(dump: Path) -> list[dict]:
+    """Volatility's linux.pslist of a dump, once per test session."""
+    out = subprocess.run(
+        vol_command() + ["-q", "-r", "json", "-f", str(dump), "-s", str(SYMBOLS), "linux.pslist"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        pytest.fail(f"vol failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module", params=KERNELS)
@@ -28,10 +69,22 @@ def kernel(request):
 
 
 @pytest.fixture(scope="module")
-def source(kernel):
-    src = open_dump(sample(kernel))
+def source(kernel, sample):
+    src = open_source(str(sample(kernel)))
     yield src
     src.close()
+
+
+def test_sample_sources_have_what_the_kernel_layer_uses(sample):
+    src = open_source(str(sample("6.1")))
+    try:
+        vmci = src.vmcoreinfo()
+        assert vmci is not None and vmci["OSRELEASE"] == "6.1.0-56-cloud-amd64"
+        assert {"KERNELOFFSET", "NUMBER(phys_base)", "SYMBOL(swapper_pg_dir)"} <= set(vmci)
+        assert len(src.vcpus()) >= 1 and src.vcpus()[0].cr3
+        assert sum(r.length for r in src.runs()) > 256 << 20
+    finally:
+        src.close()
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +101,8 @@ def test_layout_from_vmcoreinfo(kernel, source, prog):
     assert prog["init_task"].comm.string_() == b"swapper/0"
 
 
-def test_process_list_matches_volatility(kernel, prog):
-    vol = vol_pslist(kernel)
+def test_process_list_matches_volatility(kernel, sample, prog):
+    vol = vol_pslist(sample(kernel))
     ours = list_processes(prog)
     assert len(ours) == len(vol)
     by_pid = {p.pid: p for p in ours}
@@ -120,8 +173,8 @@ def test_kaslr_without_vmcoreinfo_or_vcpus(kernel, source, prog):
 
 
 @pytest.mark.parametrize("hide", [False, True], ids=["vmcoreinfo", "scan"])
-def test_wrong_isf_is_a_clear_symbol_error(tmp_path, hide):
-    src = open_dump(sample("6.1"))
+def test_wrong_isf_is_a_clear_symbol_error(sample, tmp_path, hide):
+    src = open_source(str(sample("6.1")))
     try:
         if hide:
             src = HiddenVmcoreinfo(src)
@@ -144,8 +197,8 @@ def test_wrong_isf_is_a_clear_symbol_error(tmp_path, hide):
         src.close()
 
 
-def test_missing_isf_dir_one_line(tmp_path):
-    src = open_dump(sample("6.12"))
+def test_missing_isf_dir_one_line(sample, tmp_path):
+    src = open_source(str(sample("6.12")))
     try:
         with pytest.raises(SymbolError) as e:
             open_kernel(src, [tmp_path / "does-not-exist"], include_default_symbols=False)

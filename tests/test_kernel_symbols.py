@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_kernel_common import ISF, REPO, SYMBOLS
 
 from ovm_offline.errors import SymbolError
 from ovm_offline.kernel.core import symbols as symmod
 from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
 from ovm_offline.kernel.core.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
+from tests.support.paths import ISF, REPO, SYMBOLS
 
 BANNER = b"Linux version 9.9.9-test (me@here) (gcc) #1 SMP\n"
 

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ovm_offline.criu.diff import diff_dirs
+from tests.support.volatility import vol_command
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.guest, pytest.mark.skipif(shutil.which("vol") is None, reason="volatility3 not installed")]
+pytestmark = pytest.mark.guest
 
 
 def vol(dump: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["vol", "-q", "-r", "json", "-p", str(REPO / "plugins"), "-s", str(REPO / "symbols"), "-f", str(dump), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    options = ["-q", "-r", "json", "-p", str(REPO / "plugins"), "-s", str(REPO / "symbols"), "-f", str(dump)]
+    return subprocess.run([*vol_command(), *options, *args], capture_output=True, text=True, timeout=900)
 
 
 def test_ps_plugin_on_a_kdump_agrees_with_the_cli(recording):

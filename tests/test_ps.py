@@ -12,15 +12,11 @@ import pytest
 
 from corpus import initramfs, jobs, kernels
 from corpus.guest import Guest
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import ovm
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
-
-
-def ovm(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def sources_of(rec) -> dict[str, Path]:
@@ -85,6 +81,7 @@ def test_ps_tree_and_table(recording, kernel):
     assert any(line.split()[0] == str(root) and line.split()[-1] == "pipetree" for line in table.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_ps_live_pauses_the_guest_only_while_reading_and_resumes_it(tmp_path):
     kernel = kernels.unpack(kernels.get_kernel("6.1"))
     image = initramfs.build(kernel)
@@ -140,36 +137,27 @@ sleep 1; echo "UP $!" > /dev/ttyS1; sleep 600
         assert guest.command("query-status")["running"] is False
 
 
-def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
 def test_bad_sources_are_one_line_errors(recording, tmp_path):
     rec = recording("6.1", "counter")
     truncated = tmp_path / "truncated.elf"
     with open(rec.elf, "rb") as f:
         truncated.write_bytes(f.read(1 << 20))
-    one_line_error(ovm("ps", str(truncated)), str(truncated))
+    assert_one_line_failure(ovm("ps", str(truncated)), str(truncated))
     truncated_kdump = tmp_path / "truncated.kdump"
     with open(rec.kdumps["kdump-zlib"], "rb") as f:
         truncated_kdump.write_bytes(f.read(3 << 20))
-    one_line_error(ovm("ps", str(truncated_kdump)), str(truncated_kdump))
+    assert_one_line_failure(ovm("ps", str(truncated_kdump)), str(truncated_kdump))
     garbage = tmp_path / "garbage.bin"
     garbage.write_bytes(os.urandom(1 << 16))
-    one_line_error(ovm("ps", str(garbage)), "unknown format")
+    assert_one_line_failure(ovm("ps", str(garbage)), "unknown format")
     arm = tmp_path / "arm.elf"
     with open(rec.elf, "rb") as f:
         head = bytearray(f.read(1 << 16))
     head[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64
     arm.write_bytes(head)
-    one_line_error(ovm("ps", str(arm)), str(arm))
-    one_line_error(ovm("ps", str(tmp_path / "missing.elf")), "missing.elf")
-    one_line_error(
+    assert_one_line_failure(ovm("ps", str(arm)), str(arm))
+    assert_one_line_failure(ovm("ps", str(tmp_path / "missing.elf")), "missing.elf")
+    assert_one_line_failure(
         ovm("ps", "--live", "--qmp", str(tmp_path / "no.sock"), "--mem", str(rec.live_dir / "guest-ram")), "no.sock"
     )
 

@@ -31,14 +31,14 @@ from ovm_offline.sources.kdump import (
     parse_page_descs,
     parse_sub_header,
 )
-from ovm_offline.sources.kdump_writer import (
+from ovm_offline.sources.notes import PR_REG_NAMES, build_note, build_prstatus
+from tests.support.kdump_writer import (
     FlatSink,
     KdumpContents,
     compress_page,
     unflatten,
     write_kdump,
 )
-from ovm_offline.sources.notes import PR_REG_NAMES, build_note, build_prstatus
 
 FILE_SETTINGS = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

@@ -14,14 +14,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ovm_offline.sources import ElfSource, KdumpSource, RecordedLiveSource, open_source
 from ovm_offline.sources.convert import kdump_to_elf
-from ovm_offline.sources.kdump_writer import reencode, unflatten
+from tests.support.kdump_writer import reencode, unflatten
+from tests.support.volatility import vol_command
 
 pytestmark = pytest.mark.guest
 
@@ -236,8 +236,7 @@ def _symbols_dir() -> Path | None:
 
 
 def _pslist(dump: Path, plugin_dir: Path, symbols: Path) -> list[tuple]:
-    vol = shutil.which("vol")
-    argv = [vol] if vol else [sys.executable, "-m", "volatility3.cli"]
+    argv = vol_command()
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
         argv + ["-q", "-r", "json", "-p", str(plugin_dir), "-s", str(symbols), "-f", str(dump), "linux.pslist"],

@@ -15,8 +15,8 @@ from volatility3.framework.layers import physical  # noqa: E402
 
 from ovm_offline.sources import KdumpSource  # noqa: E402
 from ovm_offline.sources.kdump import PAGE_SIZE  # noqa: E402
-from ovm_offline.sources.kdump_writer import KdumpContents, write_kdump  # noqa: E402
 from ovm_offline.volatility.layers import KdumpLayer, KdumpStacker  # noqa: E402
+from tests.support.kdump_writer import KdumpContents, write_kdump  # noqa: E402
 
 
 def bitmap(pfns, max_mapnr: int) -> bytes:

@@ -14,9 +14,9 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from ._files import MappedFile
-from .base import PhysicalSource
-from .kdump import (
+from ovm_offline.sources._files import MappedFile
+from ovm_offline.sources.base import PhysicalSource
+from ovm_offline.sources.kdump import (
     DISK_DUMP_HEADER,
     DUMP_DH_COMPRESSED_LZO,
     DUMP_DH_COMPRESSED_SNAPPY,
@@ -35,7 +35,7 @@ from .kdump import (
     ZERO_PAGE,
     FlattenedLayout,
 )
-from .notes import NOTE_HEADER
+from ovm_offline.sources.notes import NOTE_HEADER
 
 COMPRESSION_FLAGS = {
     "zlib": DUMP_DH_COMPRESSED_ZLIB,

@@ -1,0 +1,12 @@
+"""Where the repository keeps what tests read: the root and the pinned kernels' ISFs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SYMBOLS = REPO / "symbols"
+ISF = {
+    "6.1": SYMBOLS / "linux" / "debian-6.1.0-56-cloud-amd64.json.xz",
+    "6.12": SYMBOLS / "linux" / "debian-6.12.117+deb12-cloud-amd64.json.xz",
+}
