@@ -1,8 +1,10 @@
 """`ovm-offline dump`: a process (and the tree below it) from guest memory to CRIU images.
 
-Kernel side: find the task, check it can be saved, extract its state (ovm_offline.extract).
-CRIU side: write the images (ovm_offline.criu.build) into a temporary directory that replaces
-the target only when complete.
+Kernel side: find the tree, extract the state of every process (ovm_offline.extract, and each
+open file by its kind: ovm_offline.filekinds), collecting every refusal as data. Then decide:
+one error naming every refusal that stands, before anything is written. CRIU side: write the
+images (ovm_offline.criu.build) into a temporary directory that replaces the target only when
+complete.
 """
 
 from __future__ import annotations
@@ -11,20 +13,20 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from . import filekinds
 from .criu import build
 from .errors import GuestDataError, NoSuchProcess, UnsupportedError
-from .extract.anonfds import attach_anon_fds
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
 from .extract.pages import PagesStats, write_page_runs, write_pages
-from .extract.pipes import attach_pipes
 from .extract.shmem import tree_ipc_namespace
-from .extract.sockets import attach_unix_sockets
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
+from .kernel.core.objects import Pointer, Struct
 from .kernel.ds.list import list_for_each_entry
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import task_namespaces
@@ -32,8 +34,9 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import for_each_process, for_each_thread, is_kthread, task_comm
 from .output import atomic_directory
+from .refusals import Refusal, decide
 from .sources.base import PhysicalSource
-from .state import CgroupDir, NamespaceIds, ProcessState, SharedMemory
+from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
 
 MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
 EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
@@ -98,14 +101,18 @@ def container_root(prog: Program, container: str) -> int:
     return roots[0]
 
 
-def check_dumpable(task) -> None:
+def dumpable_refusal(task: Struct) -> Refusal | None:
+    """Why a ``struct task_struct`` cannot be dumped at all, or None."""
     pid, comm = task.pid, task_comm(task)
     if is_kthread(task):
-        raise UnsupportedError(f"PID {pid} ({comm}) is a kernel thread; only user processes can be dumped")
-    if task.exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
-        raise UnsupportedError(f"PID {pid} ({comm}) is a zombie; there is nothing left to restore")
-    if not task.mm:
-        raise UnsupportedError(f"PID {pid} ({comm}) has no memory map")
+        why = f"PID {pid} ({comm}) is a kernel thread; only user processes can be dumped"
+    elif task.exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
+        why = f"PID {pid} ({comm}) is a zombie; there is nothing left to restore"
+    elif not task.mm:
+        why = f"PID {pid} ({comm}) has no memory map"
+    else:
+        return None
+    return Refusal(pid, comm, why)
 
 
 def process_tree(prog: Program, root) -> list:
@@ -154,69 +161,31 @@ def namespace_ids(task) -> NamespaceIds:
     )
 
 
-SAVED_FD_KINDS = ("reg", "tty", "pipe", "fifo", "unix", "eventfd", "signalfd", "timerfd", "eventpoll")
-
-
-#: how refusals name the kinds of open files ovm-offline cannot save yet
-KIND_DESCRIPTIONS = {
-    "inet": "an IPv4/IPv6 socket",
-    "netlink": "a netlink socket",
-    "packet": "a packet socket",
-    "socket": "a socket",
-    "inotify": "an inotify instance",
-    "fanotify": "a fanotify instance",
-    "pidfd": "a pidfd",
-    "userfaultfd": "a userfaultfd",
-    "io_uring": "an io_uring instance",
-    "bpf-map": "a BPF map",
-    "bpf-prog": "a BPF program",
-    "perf": "a perf event",
-    "memfd": "a memfd",
-    "memfd-secret": "a memfd_secret area",
-    "anon": "an anonymous-inode file",
-}
-
-
-def unsupported_reason(fd) -> str | None:
-    """Why ovm-offline cannot save this open file yet, or None if it can."""
-    kind, tty = fd.file.kind, fd.file.tty
-    if kind not in SAVED_FD_KINDS:
-        return f"{KIND_DESCRIPTIONS.get(kind, 'a ' + kind)} ({fd.file.identity.path})"
-    if kind == "tty" and (tty is None or tty.driver not in ("pty-master", "pty-slave")):
-        return f"a {tty.driver if tty is not None else 'tty'} terminal ({fd.file.identity.path}), not a pseudo-terminal"
-    return None
-
-
 @dataclasses.dataclass
 class TreeObjects:
     """Kernel objects several processes of one dump may share, each extracted once: open
-    files and pipes and UNIX sockets by address, shmem files by inode address."""
+    files by address, the state each file kind keeps per object (filekinds' caches), shmem
+    files by inode address."""
 
-    files: dict = dataclasses.field(default_factory=dict)
-    pipes: dict = dataclasses.field(default_factory=dict)
-    sockets: dict = dataclasses.field(default_factory=dict)
-    shmem: dict = dataclasses.field(default_factory=dict)  # -> SharedMemory, one per shmem file
+    files: dict[int, OpenFile] = dataclasses.field(default_factory=dict)
+    kinds: dict[str, dict[int, Any]] = dataclasses.field(default_factory=dict)
+    shmem: dict[int, SharedMemory] = dataclasses.field(default_factory=dict)  # one per shmem file
 
 
-def extract_process(prog: Program, task, pid_ns, shared: TreeObjects, unsupported: list[str]) -> ProcessState:
-    """A ProcessState of thread-group leader `task`. Open files ovm-offline cannot save are
-    left out and described in `unsupported`."""
+def classify(file: Pointer) -> FileKindName:
+    return filekinds.classify(file).name
+
+
+def extract_process(
+    prog: Program, task: Struct, pid_ns: Pointer | Struct, shared: TreeObjects, refusals: list[Refusal]
+) -> ProcessState:
+    """A ProcessState of thread-group leader `task`. Open files that cannot be saved are left
+    out and described in `refusals`; anything else that cannot be saved raises UnsupportedError."""
     common = extract_task_common(prog, task, pid_ns)
     mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shared.shmem)
-    fds = []
-    for fd in extract_files(prog, task, pid_ns, cache=shared.files):
-        reason = unsupported_reason(fd)
-        if reason is None and fd.file.kind == "unix":
-            try:
-                attach_unix_sockets(prog, [fd], pid=common.global_pid, comm=common.comm, cache=shared.sockets)
-            except UnsupportedError as e:
-                reason = str(e)
-        if reason is None:
-            fds.append(fd)
-        else:
-            unsupported.append(f"PID {common.global_pid} ({common.comm}) fd {fd.fd}: {reason}")
-    attach_pipes(prog, fds, pid=common.global_pid, comm=common.comm, cache=shared.pipes)
-    attach_anon_fds(prog, fds, pid=common.global_pid, comm=common.comm, unsupported=unsupported)
+    fds = extract_files(prog, task, pid_ns, classify, cache=shared.files)
+    ctx = filekinds.ExtractContext(prog, task, pid_ns, common.global_pid, common.comm, shared.kinds)
+    fds = filekinds.attach_file_states(ctx, fds, refusals)
     proc = ProcessState(
         **common.as_kwargs(),
         mm=mm,
@@ -232,38 +201,12 @@ def extract_process(prog: Program, task, pid_ns, shared: TreeObjects, unsupporte
     return proc
 
 
-def leave_out_dangling_files(processes: list[ProcessState], unsupported: list[str]) -> None:
-    """Take out UNIX sockets connected to a socket no dumped process holds (CRIU needs both
-    ends, or --ext-unix-sk), and epolls watching an fd that is left out (CRIU's restore
-    re-adds targets by fd number), describing them in `unsupported`; repeated, because
-    leaving a file out can leave a peer or another epoll dangling."""
-    while True:
-        held = {fd.file.unix.ino for p in processes for fd in p.fds if fd.file.unix is not None}
-        outside = []
-        for p in processes:
-            saved = {fd.fd for fd in p.fds}
-            for fd in p.fds:
-                u, ep = fd.file.unix, fd.file.epoll
-                if u is not None and u.peer and u.peer not in held:
-                    outside.append(
-                        (
-                            p,
-                            fd,
-                            f"a UNIX socket (socket:[{u.ino}]) connected to socket:[{u.peer}], "
-                            "which no dumped process holds",
-                        )
-                    )
-                elif ep is not None and (gone := [t.fd for t in ep.targets if t.fd not in saved]):
-                    outside.append((p, fd, f"an epoll watching fd {gone[0]}, which is left out"))
-        if not outside:
-            return
-        for p, fd, reason in outside:
-            unsupported.append(f"PID {p.global_pid} ({p.comm}) fd {fd.fd}: {reason}")
-            p.fds.remove(fd)
-
-
 def cgroup_dirs(
-    prog: Program, tree: list, processes: list[ProcessState], root_namespaces: NamespaceIds
+    prog: Program,
+    tree: list[Struct],
+    processes: list[ProcessState],
+    root_namespaces: NamespaceIds,
+    refusals: list[Refusal],
 ) -> dict[str, CgroupDir]:
     """The cgroup directories CRIU would save for the tree: the subtree of every cgroup a
     process is in, unless it is criu's own (build.CRIU_CGROUP). Processes in a cgroup
@@ -271,16 +214,64 @@ def cgroup_dirs(
     dirs: dict[str, CgroupDir] = {}
     for task, proc in zip(tree, processes):
         if proc.namespaces.cgroup != root_namespaces.cgroup:
-            raise UnsupportedError(
-                f"PID {proc.global_pid} ({proc.comm}) is in a cgroup namespace of its own; "
-                "ovm-offline cannot save those yet"
-            )
+            why = f"PID {proc.global_pid} ({proc.comm}) is in a cgroup namespace of its own; ovm-offline cannot save those yet"
+            refusals.append(Refusal(proc.global_pid, proc.comm, why))
+            continue
         if proc.cgroup == build.CRIU_CGROUP or proc.cgroup in dirs:
             continue
         d = task_cgroup_dir(prog, task)
         if d is not None:
             dirs[proc.cgroup] = d
     return dirs
+
+
+@dataclasses.dataclass
+class Extraction:
+    """Everything a dump writes, extracted, with the refusals met on the way."""
+
+    tree: list[Struct]
+    processes: list[ProcessState]
+    shared: TreeObjects
+    dump_set: build.DumpSet | None
+    refusals: list[Refusal]
+
+
+def extract_tree(prog: Program, root: Struct) -> Extraction:
+    """The state of `root` and its descendants, and every refusal among them: processes that
+    cannot be dumped, open files that cannot be saved, and what the tree as a whole cannot."""
+    tree = process_tree(prog, root)
+    refusals = [r for r in map(dumpable_refusal, tree) if r is not None]
+    pid_ns = task_active_pid_ns(root)
+    shared = TreeObjects()
+    tasks, processes = [], []
+    for task in tree:
+        if any(r.pid == task.pid for r in refusals):
+            continue
+        try:
+            processes.append(extract_process(prog, task, pid_ns, shared, refusals))
+            tasks.append(task)
+        except UnsupportedError as e:
+            refusals.append(Refusal(task.pid, task_comm(task), str(e)))
+    if len(processes) < len(tree):
+        return Extraction(tree, processes, shared, None, refusals)
+    filekinds.leave_out_dangling_files(processes, refusals)
+    root_namespaces = namespace_ids(prog["init_task"])
+    cgroups = cgroup_dirs(prog, tree, processes, root_namespaces, refusals)
+    try:
+        ipc = tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shared.shmem)
+    except UnsupportedError as e:
+        refusals.append(Refusal(processes[0].global_pid, processes[0].comm, str(e)))
+        ipc = None
+    processes[0].ppid = 0  # the dumped tree's root has no parent in the images
+    dump_set = build.DumpSet(
+        processes=processes,
+        root_namespaces=root_namespaces,
+        monotonic_ns=timekeeping.ktime_get_ns(prog),
+        boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
+        cgroups=cgroups,
+        ipc_namespace=ipc,
+    )
+    return Extraction(tree, processes, shared, dump_set, refusals)
 
 
 def dump(
@@ -294,34 +285,14 @@ def dump(
     skip_unsupported: bool = False,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
-    Open files that cannot be saved yet make it fail, naming them all, unless
-    `skip_unsupported` (then they are left out and listed in the summary)."""
+    Every refusal is decided before anything is written: open files that cannot be saved yet
+    make it fail, naming them all, unless `skip_unsupported` (then they are left out and listed
+    in the summary); anything else that cannot be saved fails it, named too."""
     started = time.monotonic()
-    root = find_task(prog, pid)
-    tree = process_tree(prog, root)
-    for task in tree:
-        check_dumpable(task)
-    pid_ns = task_active_pid_ns(root)
-    root_namespaces = namespace_ids(prog["init_task"])
-    unsupported: list[str] = []
-    shared = TreeObjects()
-    processes = [extract_process(prog, task, pid_ns, shared, unsupported) for task in tree]
-    leave_out_dangling_files(processes, unsupported)
-    if unsupported and not skip_unsupported:
-        raise UnsupportedError(
-            f"cannot save {len(unsupported)} open file(s) yet: "
-            + "; ".join(unsupported)
-            + " (--skip-unsupported leaves them out)"
-        )
-    processes[0].ppid = 0  # the dumped tree's root has no parent in the images
-    dump_set = build.DumpSet(
-        processes=processes,
-        root_namespaces=root_namespaces,
-        monotonic_ns=timekeeping.ktime_get_ns(prog),
-        boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
-        cgroups=cgroup_dirs(prog, tree, processes, root_namespaces),
-        ipc_namespace=tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shared.shmem),
-    )
+    extraction = extract_tree(prog, find_task(prog, pid))
+    skipped = decide(extraction.refusals, skip_unsupported)
+    assert extraction.dump_set is not None  # decide() raised if a process could not be extracted
+    processes, shared = extraction.processes, extraction.shared
     stats = PagesStats()
 
     def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
@@ -337,7 +308,7 @@ def dump(
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
     with atomic_directory(directory, force) as tmp:
-        written = build.write_dump(dump_set, tmp, pages_writer, shmem_pages_writer)
+        written = build.write_dump(extraction.dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer)
     return DumpSummary(
         pid=pid,
         comm=processes[0].comm,
@@ -352,5 +323,5 @@ def dump(
         zero_pages=sum(p.mm.zero_pages for p in processes),
         seconds=time.monotonic() - started,
         directory=Path(directory),
-        skipped=tuple(unsupported),
+        skipped=tuple(str(r) for r in skipped),
     )

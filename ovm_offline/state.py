@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
+from typing import Literal
 
 # --- registers and CPU state -----------------------------------------------------------------
 
@@ -296,152 +297,53 @@ class Owner:
     pid: int = 0
 
 
-@dataclasses.dataclass
-class TtyState:
-    index: int
-    driver: str  # "pty-master", "pty-slave", "console", "serial", ...
-    rdev: int
-    termios: list[int]  # c_iflag, c_oflag, c_cflag, c_lflag, c_line, c_ispeed, c_ospeed
-    cc: bytes
-    termios_locked: list[int]
-    cc_locked: bytes
-    winsize: tuple[int, int, int, int]  # rows, cols, xpixel, ypixel
-    sid: int  # 0 if none
-    pgrp: int  # 0 if none
-    locked: bool
-    exclusive: bool
-    packet_mode: bool
-    uid: int = 0  # owner of the tty's device inode (CRIU tty_info uid/gid)
-    gid: int = 0
+#: What an open file is, in CRIU's terms (ovm_offline.filekinds has one row per kind).
+FileKindName = Literal[
+    "reg",
+    "tty",
+    "pipe",
+    "fifo",
+    "unix",
+    "inet",
+    "netlink",
+    "packet",
+    "socket",
+    "eventfd",
+    "signalfd",
+    "timerfd",
+    "eventpoll",
+    "inotify",
+    "fanotify",
+    "pidfd",
+    "userfaultfd",
+    "io_uring",
+    "bpf-map",
+    "bpf-prog",
+    "perf",
+    "memfd",
+    "memfd-secret",
+    "anon",
+]
 
 
-@dataclasses.dataclass
-class PipeState:
-    """A pipe (struct pipe_inode_info) as CRIU saves it: the inode number both ends share,
-    the capacity F_GETPIPE_SZ gives, and the bytes written to it and not yet read."""
-
-    pipe_id: int
-    size: int
-    data: bytes
-
-
-@dataclasses.dataclass
-class EventfdState:
-    """An eventfd (struct eventfd_ctx): its counter, and whether reads take one at a time
-    (EFD_SEMAPHORE; CRIU 3.17 has no field for it, so such eventfds are refused)."""
-
-    count: int
-    semaphore: bool = False
-
-
-@dataclasses.dataclass
-class SignalfdState:
-    """A signalfd (struct signalfd_ctx): the signals it reads, bit n-1 = signal n, as
-    /proc fdinfo reports them (the kernel stores the complement)."""
-
-    sigmask: int
-
-
-@dataclasses.dataclass
-class TimerfdState:
-    """A timerfd (struct timerfd_ctx) as timerfd_gettime() and /proc fdinfo show it."""
-
-    clock_id: int  # CLOCK_* it was created on
-    ticks: int  # expirations not yet read
-    settime_flags: int  # TFD_TIMER_ABSTIME / TFD_TIMER_CANCEL_ON_SET
-    value_ns: int  # time left as of the snapshot; 0 when disarmed or already expired
-    interval_ns: int
-
-
-@dataclasses.dataclass
-class EpollTarget:
-    """One file an epoll instance watches (struct epitem), with what CRIU records of it."""
-
-    fd: int  # the fd number given to epoll_ctl(), open on the same file in the process
-    events: int  # EPOLL* mask as the kernel keeps it (EPOLLERR | EPOLLHUP included)
-    data: int  # the user's 64-bit cookie
-    dev: int  # the target inode's s_dev, kernel encoding (MAJOR << 20 | MINOR)
-    ino: int
-    pos: int  # the target file's f_pos
-
-
-@dataclasses.dataclass
-class EpollState:
-    """An epoll instance (struct eventpoll): its targets in the kernel's tree order, the
-    order /proc fdinfo lists them in."""
-
-    targets: list[EpollTarget] = field(default_factory=list)
-
-
-@dataclasses.dataclass
-class SocketOptions:
-    """The SOL_SOCKET options CRIU records for every socket (getsockopt's answers)."""
-
-    sndbuf: int
-    rcvbuf: int
-    snd_timeout: tuple[int, int]  # (sec, usec), (0, 0) for none
-    rcv_timeout: tuple[int, int]
-    reuseaddr: bool
-    priority: int
-    rcvlowat: int
-    mark: int
-    passcred: bool
-    passsec: bool
-    dontroute: bool
-    no_check: bool
-    reuseport: bool
-    broadcast: bool
-    keepalive: bool
-    oobinline: bool
-    buf_lock: int
-
-
-@dataclasses.dataclass
-class QueuedPacket:
-    """Bytes waiting in a socket's receive queue: one datagram, or a run of stream bytes
-    a single read would return."""
-
-    data: bytes
-
-
-@dataclasses.dataclass
-class UnixSocketState:
-    """A UNIX domain socket as sock_diag shows it to CRIU. `ino`/`peer` are socket inode
-    numbers (the peer's is 0 when unconnected); `name` the bound address as the binder
-    gave it; `bound` the mode/uid/gid of the socket file a path name refers to."""
-
-    ino: int
-    type: int  # SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET
-    state: int  # TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN
-    peer: int
-    backlog: int  # listen backlog for a listener, else bytes sent and not yet read by the peer
-    shutdown: int  # sk_shutdown: RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2
-    name: bytes
-    options: SocketOptions
-    net_ns: int  # inode number of the socket's network namespace
-    bound: tuple[int, int, int] | None = None  # (mode, uid, gid)
-    name_deleted: bool = False  # the bound path was unlinked
-    queue: list[QueuedPacket] = field(default_factory=list)
+class FileState:
+    """Base of the state a kind of open file carries beyond the common fields (each kind's own
+    dataclass, in its ovm_offline.filekinds module): `OpenFile.state` is a tagged union of them."""
 
 
 @dataclasses.dataclass
 class OpenFile:
-    """One struct file. Several fds (and processes) may share it: `key` tells (its address)."""
+    """One struct file. Several fds (and processes) may share it: `key` tells (its address).
+    `state` is its kind's own state, None until extracted (and for kinds with none of their own:
+    regular files, and kinds that are refused)."""
 
     key: int
-    kind: str  # "reg", "tty", "pipe", "fifo", "unix", "eventfd", ...
+    kind: FileKindName
     identity: FileIdentity
     flags: int  # f_flags (O_*)
     pos: int
     owner: Owner = field(default_factory=Owner)
-    tty: TtyState | None = None
-    build_id: bytes | None = None
-    eventfd: EventfdState | None = None  # kind "eventfd"
-    signalfd: SignalfdState | None = None  # kind "signalfd"
-    timerfd: TimerfdState | None = None  # kind "timerfd"
-    epoll: EpollState | None = None  # kind "eventpoll"
-    pipe: PipeState | None = None  # kind "pipe" or "fifo": the pipe the file is an end of
-    unix: UnixSocketState | None = None  # kind "unix"
+    state: FileState | None = None
 
 
 @dataclasses.dataclass

@@ -132,3 +132,38 @@ def test_container_option_dumps_the_container_tree(recording, dumped, tmp_path):
     assert_one_line_failure(
         ovm("dump", str(rec.elf), "--container", "nosuch", "-D", str(tmp_path / "x")), "no container 'nosuch'"
     )
+
+
+def test_every_refusal_is_decided_before_anything_is_written(recording, tmp_path, monkeypatch):
+    """A process that cannot be saved, found last in the tree, still fails the dump before a
+    directory is begun, and the error names it together with the refused files met before."""
+    from ovm_offline import dump as dump_module
+    from ovm_offline.errors import UnsupportedError
+    from ovm_offline.kernel import open_kernel
+    from ovm_offline.sources import open_source
+
+    rec = recording("6.1", "counter")
+    real = dump_module.extract_process
+    met: list[int] = []
+
+    def last_one_refused(prog, task, *args):
+        met.append(task.pid)
+        if task.pid == 10000:  # the workload: the last process of init's tree, depth first
+            raise UnsupportedError(f"PID {task.pid} (counter) uses something made up for this test")
+        return real(prog, task, *args)
+
+    monkeypatch.setattr(dump_module, "extract_process", last_one_refused)
+    out = tmp_path / "out"
+    src = open_source(str(rec.elf))
+    try:
+        prog = open_kernel(src)
+        with pytest.raises(UnsupportedError) as refused:
+            dump_module.dump(src, prog, 1, out)
+    finally:
+        src.close()
+    message = str(refused.value)
+    assert met[-1] == 10000 and len(met) > 1
+    assert "\n" not in message
+    assert "PID 10000 (counter) uses something made up for this test" in message
+    assert "PID 1 (init) fd 0: a console terminal" in message and "--skip-unsupported" in message
+    assert list(tmp_path.iterdir()) == [], "a directory or partial output was begun"

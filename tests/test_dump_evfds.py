@@ -12,8 +12,8 @@ import pytest
 
 from corpus import kernels
 from ovm_offline.criu import images
+from ovm_offline.dump import classify
 from ovm_offline.errors import UnsupportedError
-from ovm_offline.extract.anonfds import attach_anon_fds
 from ovm_offline.extract.files import extract_files
 from ovm_offline.kernel import open_kernel
 from ovm_offline.kernel.fs.anonfds import (
@@ -27,6 +27,7 @@ from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FileIdentity, OpenFile
 from tests.support.checks import assert_one_line_error
+from tests.support.filekinds import attach_or_refuse, attach_states
 from tests.support.memory import FAKE_POB, FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
@@ -111,7 +112,7 @@ def test_epoll_targets_carry_their_events_and_data_in_kernel_tree_order(recordin
     try:
         prog = open_kernel(src)
         task = next(t for t in for_each_process(prog) if t.pid == 10000)
-        by_fd = {fd.fd: fd.file.key for fd in extract_files(prog, task, task_active_pid_ns(task))}
+        by_fd = {fd.fd: fd.file.key for fd in extract_files(prog, task, task_active_pid_ns(task), classify)}
     finally:
         src.close()
     assert [t.tfd for t in ep.tfd] == sorted((t.tfd for t in ep.tfd), key=lambda fd: (by_fd[fd], fd))
@@ -124,17 +125,16 @@ def test_extracted_state_of_the_workload(recording, kernel):
     try:
         prog = open_kernel(src)
         task = next(t for t in for_each_process(prog) if t.pid == 10000)
-        fds = extract_files(prog, task, task_active_pid_ns(task))
-        unsupported: list[str] = []
-        attach_anon_fds(prog, fds, pid=10000, comm="evfds", unsupported=unsupported)
+        fds = extract_files(prog, task, task_active_pid_ns(task), classify)
+        fds, refusals = attach_states(prog, fds, pid=10000, comm="evfds", task=task, pid_ns=task_active_pid_ns(task))
     finally:
         src.close()
-    assert unsupported == []
+    assert refusals == []
     by_fd = {fd.fd: fd.file for fd in fds}
-    assert [(by_fd[fd].eventfd.count, by_fd[fd].eventfd.semaphore) for fd in (EFD, THREE)] == [(5, False), (3, False)]
-    assert {t.fd for t in by_fd[EP].epoll.targets} == {EFD, SFD, IDLE, FIRED, PIPE_R}
-    assert by_fd[ABS].timerfd.settime_flags == TFD_TIMER_ABSTIME
-    assert by_fd[FIRED].timerfd.value_ns == 0 and by_fd[IDLE].timerfd.value_ns > 0
+    assert [(by_fd[fd].state.count, by_fd[fd].state.semaphore) for fd in (EFD, THREE)] == [(5, False), (3, False)]
+    assert {t.fd for t in by_fd[EP].state.targets} == {EFD, SFD, IDLE, FIRED, PIPE_R}
+    assert by_fd[ABS].state.settime_flags == TFD_TIMER_ABSTIME
+    assert by_fd[FIRED].state.value_ns == 0 and by_fd[IDLE].state.value_ns > 0
 
 
 # --- epoll trees, timerfds and signalfds in fake memory laid out by the real ISFs ---------
@@ -294,35 +294,31 @@ def _epoll_process(fake, *, watched_fd: int, open_fd: int, same_file: bool, even
 
 def test_an_epoll_target_is_saved_with_its_inode(fake):
     fds = _epoll_process(fake, watched_fd=7, open_fd=7, same_file=True)
-    attach_anon_fds(fake.prog, fds, pid=42, comm="x")
-    (t,) = fds[0].file.epoll.targets
+    attach_or_refuse(fake.prog, fds)
+    (t,) = fds[0].file.state.targets
     assert (t.fd, t.events, t.data, t.dev, t.ino, t.pos) == (7, 0x19, 0x1111, 14, 1038, 0)
-    assert fds[1].file.eventfd.count == 7 and not fds[1].file.eventfd.semaphore
+    assert fds[1].file.state.count == 7 and not fds[1].file.state.semaphore
 
 
 @pytest.mark.parametrize("open_fd,same_file,why", [(8, True, "not open"), (7, False, "open on another file")])
 def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd, same_file, why):
     fds = _epoll_process(fake, watched_fd=7, open_fd=open_fd, same_file=same_file)
     assert_one_line_error(
-        lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
+        lambda: attach_or_refuse(fake.prog, list(fds)),
         f"PID 42 (x) fd 4: an epoll watching fd 7, which is {why}",
         UnsupportedError,
     )
-    unsupported: list[str] = []
-    kept = list(fds)
-    attach_anon_fds(fake.prog, kept, pid=42, comm="x", unsupported=unsupported)
-    assert [fd.fd for fd in kept] == [open_fd] and len(unsupported) == 1 and "fd 4:" in unsupported[0]
+    kept, refusals = attach_states(fake.prog, list(fds))
+    assert [fd.fd for fd in kept] == [open_fd] and len(refusals) == 1 and "fd 4:" in str(refusals[0])
 
 
 def test_a_semaphore_eventfd_is_refused_and_so_is_an_epoll_watching_it(fake):
     fds = _epoll_process(fake, watched_fd=7, open_fd=7, same_file=True, eventfd_flags=1 | O_NONBLOCK)
     assert_one_line_error(
-        lambda: attach_anon_fds(fake.prog, list(fds), pid=42, comm="x"),
+        lambda: attach_or_refuse(fake.prog, list(fds)),
         "PID 42 (x) fd 7: an eventfd in semaphore mode (EFD_SEMAPHORE)",
         UnsupportedError,
     )
     # left out (--skip-unsupported), it takes the epoll that watches it along
-    unsupported: list[str] = []
-    kept = list(fds)
-    attach_anon_fds(fake.prog, kept, pid=42, comm="x", unsupported=unsupported)
-    assert kept == [] and [u.split(":")[0] for u in unsupported] == ["PID 42 (x) fd 7", "PID 42 (x) fd 4"]
+    kept, refusals = attach_states(fake.prog, list(fds))
+    assert kept == [] and [str(r).split(":")[0] for r in refusals] == ["PID 42 (x) fd 7", "PID 42 (x) fd 4"]

@@ -230,22 +230,17 @@ def test_an_absurd_address_length_is_refused(fake):
 
 
 def test_refusals_name_what_kind_of_file_cannot_be_saved():
-    from ovm_offline.dump import unsupported_reason
-    from ovm_offline.state import Fd, FileIdentity, OpenFile
+    from ovm_offline.filekinds import describe, kind_named
+    from ovm_offline.state import FileIdentity, OpenFile
 
-    def fd(kind: str, path: str) -> Fd:
-        return Fd(
-            fd=5,
-            file=OpenFile(
-                key=1, kind=kind, identity=FileIdentity(path=path, dev=0, ino=9, size=0, mode=0o140777), flags=2, pos=0
-            ),
-            cloexec=False,
-        )
+    def f(kind, path: str) -> OpenFile:
+        identity = FileIdentity(path=path, dev=0, ino=9, size=0, mode=0o140777)
+        return OpenFile(key=1, kind=kind, identity=identity, flags=2, pos=0)
 
-    assert unsupported_reason(fd("inet", "socket:[9]")) == "an IPv4/IPv6 socket (socket:[9])"
-    assert unsupported_reason(fd("netlink", "socket:[9]")) == "a netlink socket (socket:[9])"
-    assert unsupported_reason(fd("something-new", "anon_inode:[x]")) == "a something-new (anon_inode:[x])"
-    assert unsupported_reason(fd("unix", "socket:[9]")) is None
+    assert describe(kind_named("inet"), f("inet", "socket:[9]")) == "an IPv4/IPv6 socket (socket:[9])"
+    assert describe(kind_named("netlink"), f("netlink", "socket:[9]")) == "a netlink socket (socket:[9])"
+    assert describe(kind_named("anon"), f("anon", "anon_inode:[x]")) == "an anonymous-inode file (anon_inode:[x])"
+    assert kind_named("unix").saved is not None and kind_named("inet").saved is None
 
 
 def test_leaving_out_a_socket_takes_out_the_epoll_watching_it():
@@ -253,21 +248,29 @@ def test_leaving_out_a_socket_takes_out_the_epoll_watching_it():
     criu's restore fail, so it is left out too, and named."""
     from types import SimpleNamespace as NS
 
-    from ovm_offline.dump import leave_out_dangling_files
-    from ovm_offline.state import EpollState, EpollTarget
+    from ovm_offline.filekinds import leave_out_dangling_files
+    from ovm_offline.filekinds.eventpoll import EpollState, EpollTarget
+    from ovm_offline.filekinds.unix import UnixSocketState
+    from ovm_offline.state import Fd, FileIdentity, OpenFile
 
-    def fd(n, unix=None, epoll=None):
-        return NS(fd=n, file=NS(unix=unix, epoll=epoll))
+    def fd(n, kind, state):
+        identity = FileIdentity(path=f"x:[{n}]", dev=0, ino=n, size=0, mode=0)
+        return Fd(fd=n, file=OpenFile(key=n, kind=kind, identity=identity, flags=2, pos=0, state=state), cloexec=False)
 
-    sock = fd(3, unix=NS(ino=100, peer=999))  # its peer is in no dumped process
-    pair = [fd(4, unix=NS(ino=200, peer=201)), fd(5, unix=NS(ino=201, peer=200))]
-    ep = fd(6, epoll=EpollState(targets=[EpollTarget(fd=3, events=1, data=0, dev=0, ino=100, pos=0)]))
-    ep_of_ep = fd(7, epoll=EpollState(targets=[EpollTarget(fd=6, events=1, data=0, dev=0, ino=1, pos=0)]))
-    proc = NS(global_pid=10, comm="x", fds=[sock, *pair, ep, ep_of_ep])
-    unsupported: list[str] = []
-    leave_out_dangling_files([proc], unsupported)
+    def sock(n, ino, peer):
+        state = UnixSocketState(ino, 1, 1, peer, 0, 0, b"", options=NS(), net_ns=1)
+        return fd(n, "unix", state)
+
+    def epoll(n, target):
+        return fd(n, "eventpoll", EpollState(targets=[EpollTarget(fd=target, events=1, data=0, dev=0, ino=1, pos=0)]))
+
+    lonely = sock(3, 100, 999)  # its peer is in no dumped process
+    pair = [sock(4, 200, 201), sock(5, 201, 200)]
+    proc = NS(global_pid=10, comm="x", fds=[lonely, *pair, epoll(6, 3), epoll(7, 6)])
+    refusals: list = []
+    leave_out_dangling_files([proc], refusals)
     assert [f.fd for f in proc.fds] == [4, 5]
-    assert unsupported == [
+    assert [str(r) for r in refusals] == [
         "PID 10 (x) fd 3: a UNIX socket (socket:[100]) connected to socket:[999], which no dumped process holds",
         "PID 10 (x) fd 6: an epoll watching fd 3, which is left out",
         "PID 10 (x) fd 7: an epoll watching fd 6, which is left out",

@@ -16,6 +16,7 @@ from ovm_offline.criu.build import files as build_files
 from ovm_offline.criu.build import mm as build_mm
 from ovm_offline.criu.build.common import Written
 from ovm_offline.errors import GuestDataError, UnsupportedError
+from ovm_offline.filekinds import new_writers
 from ovm_offline.kernel.core.memory import START_KERNEL_MAP
 from ovm_offline.kernel.ds.xarray import xa_for_each
 from ovm_offline.kernel.mm.shmem import shmem_data_pages
@@ -109,7 +110,7 @@ def _shm(ino: int, size: int, pages: list[PageRun] | None = None) -> SharedMemor
 
 
 def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path):
-    files = build_files.FileTable()
+    files = build_files.FileTable(new_writers())
     written = Written()
     dumped_pages: list[int] = []
 
@@ -142,9 +143,11 @@ def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path)
 def test_a_memfd_entry_lands_in_its_own_slot_after_a_postponed_socket(tmp_path):
     """File ids are not indices into files.img: a UNIX socket whose peer is not met yet has
     its id but no entry. A memfd met then must still get its own entry, not another's."""
-    from ovm_offline.state import FileIdentity, OpenFile, SocketOptions, UnixSocketState
+    from ovm_offline.filekinds.socket import SocketOptions
+    from ovm_offline.filekinds.unix import UnixSocketState
+    from ovm_offline.state import FileIdentity, OpenFile
 
-    files = build_files.FileTable()
+    files = build_files.FileTable(new_writers())
     opts = SocketOptions(
         sndbuf=1,
         rcvbuf=1,
@@ -172,7 +175,7 @@ def test_a_memfd_entry_lands_in_its_own_slot_after_a_postponed_socket(tmp_path):
             identity=FileIdentity(path=f"socket:[{ino}]", dev=0, ino=ino, size=0, mode=0o140777),
             flags=2,
             pos=0,
-            unix=UnixSocketState(
+            state=UnixSocketState(
                 ino=ino, type=1, state=1, peer=peer, backlog=0, shutdown=0, name=b"", options=opts, net_ns=1
             ),
         )

@@ -132,14 +132,17 @@ def test_unmapped_bufs_array_is_a_one_line_error(fake):
 
 
 def test_packet_mode_pipes_are_refused_like_criu_does():
+    from types import SimpleNamespace
+
     from ovm_offline.errors import UnsupportedError
-    from ovm_offline.extract.pipes import attach_pipes
     from ovm_offline.kernel.fs.fdtable import O_DIRECT
     from ovm_offline.state import Fd, FileIdentity, OpenFile
+    from tests.support.filekinds import attach_or_refuse
 
     f = OpenFile(key=0x1000, kind="pipe", identity=FileIdentity("pipe:[77]", 0, 77, 0, 0o10600), flags=O_DIRECT, pos=0)
-    with pytest.raises(UnsupportedError, match=r"fd 5 is a packet-mode \(O_DIRECT\) pipe"):
-        attach_pipes(None, [Fd(fd=5, file=f, cloexec=False)], pid=42, comm="x", cache={})
+    no_memory = SimpleNamespace(pointer=lambda type, address: None)  # refused before anything is read
+    with pytest.raises(UnsupportedError, match=r"fd 5: a packet-mode \(O_DIRECT\) pipe"):
+        attach_or_refuse(no_memory, [Fd(fd=5, file=f, cloexec=False)])
 
 
 def _cg(path: str, *children):

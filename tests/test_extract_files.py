@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from corpus.recorder import Recording
+from ovm_offline.dump import classify
 from ovm_offline.extract.files import extract_files, extract_fs
 from ovm_offline.kernel import open_kernel
 from ovm_offline.kernel.fs.dcache import new_encode_dev
@@ -26,6 +27,7 @@ from ovm_offline.kernel.task.pid import task_active_pid_ns
 from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FsState, OpenFile, Owner
+from tests.support.filekinds import attach_states
 
 pytestmark = [
     pytest.mark.guest,
@@ -83,7 +85,10 @@ def extract_recording(rec: Recording, fmt: str) -> tuple[dict[int, list[Fd]], di
         tasks = {t.pid: t for t in for_each_process(prog) if t.pid in members}
         assert set(tasks) == members
         cache: dict[int, OpenFile] = {}
-        fds = {pid: extract_files(prog, t, task_active_pid_ns(t), cache=cache) for pid, t in tasks.items()}
+        fds = {pid: extract_files(prog, t, task_active_pid_ns(t), classify, cache=cache) for pid, t in tasks.items()}
+        shared: dict = {}
+        for pid, t in tasks.items():  # each kind's own state, as dump reads it (every fd is kept in `fds`)
+            attach_states(prog, list(fds[pid]), pid=pid, comm="", task=t, pid_ns=task_active_pid_ns(t), shared=shared)
         fs = {pid: extract_fs(prog, t) for pid, t in tasks.items()}
     finally:
         src.close()
@@ -208,7 +213,7 @@ def test_ttys_match_golden_tty_info(rec, extracted):
             if fd.file.kind != "tty":
                 continue
             ttys += 1
-            t = fd.file.tty
+            t = fd.file.state
             assert t is not None
             g = golden.tty_info[golden.body(info[fd.fd]["id"])["tty_info_id"]]
             where = f"pid {pid} fd {fd.fd} ({fd.file.identity.path})"
@@ -243,10 +248,10 @@ def test_ptyprog_pty_pair(recording, kernel, fmt):
     by_fd = _by_fd(ours)
     master, slave = by_fd[3].file, by_fd[4].file
     assert (master.identity.path, slave.identity.path) == ("/dev/ptmx", "/dev/pts/0")
-    assert master.tty.driver == "pty-master" and slave.tty.driver == "pty-slave"
-    assert master.tty.winsize[:2] == slave.tty.winsize[:2] == (33, 101)
-    assert master.tty.termios == slave.tty.termios
-    assert master.tty.termios[5] == master.tty.termios[6] == 38400  # the kernel's speed
+    assert master.state.driver == "pty-master" and slave.state.driver == "pty-slave"
+    assert master.state.winsize[:2] == slave.state.winsize[:2] == (33, 101)
+    assert master.state.termios == slave.state.termios
+    assert master.state.termios[5] == master.state.termios[6] == 38400  # the kernel's speed
 
 
 class PatchedSource:
@@ -291,7 +296,7 @@ def test_hostile_fdtable_in_real_dump(recording, kernel, member, value, words):
         bad = open_kernel(PatchedSource(src, {paddr: value}))
         task = next(t for t in for_each_process(bad) if t.pid == pid)
         with pytest.raises(GuestDataError) as exc:
-            extract_files(bad, task, task_active_pid_ns(task))
+            extract_files(bad, task, task_active_pid_ns(task), classify)
         msg = str(exc.value)
         assert "\n" not in msg and all(w in msg for w in words), msg
     finally:

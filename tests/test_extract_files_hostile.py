@@ -14,6 +14,7 @@ from ovm_offline.extract.files import (
     extract_files,
     file_owner_state,
 )
+from ovm_offline.filekinds import classify
 from ovm_offline.kernel.fs.fdtable import (
     PIPEFS_MAGIC,
     S_IFCHR,
@@ -21,7 +22,6 @@ from ovm_offline.kernel.fs.fdtable import (
     S_IFREG,
     cloexec_fds,
     fd_is_cloexec,
-    file_kind,
     files_fdtable,
     for_each_file,
     max_fds_limit,
@@ -30,6 +30,11 @@ from ovm_offline.kernel.fs.fs_struct import fs_umask
 from ovm_offline.kernel.fs.tty import file_tty
 from ovm_offline.state import Owner
 from tests.support.memory import FAKE_POB, FakeKernelMemory
+
+
+def file_kind(file) -> str:
+    return classify(file).name
+
 
 NR_OPEN = 1 << 20
 BOGUS = 0x0000_DEAD_BEEF_0000  # a user address: not mapped in the (empty) kernel page tables
@@ -235,7 +240,7 @@ def test_absurd_max_fds(fake, max_fds):
     files = fake.files(64, {})
     fake.set(fake.prog.struct("files_struct", files).fdt.value_(), "fdtable", "max_fds", max_fds)
     before = fake.src.reads
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None), "max_fds", str(max_fds))
+    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "max_fds", str(max_fds))
     assert fake.src.reads - before < 64  # refused before any big read
 
 
@@ -243,13 +248,13 @@ def test_bogus_fd_array(fake):
     reg = fake.file(fake.inode(S_IFREG))
     files = fake.files(64, {1: reg}, array=BOGUS)
     raises_one_line(
-        lambda: extract_files(fake.prog, task_of(fake, files), None), "fd array", f"0x{BOGUS:x}", "unreadable"
+        lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "fd array", f"0x{BOGUS:x}", "unreadable"
     )
 
 
 def test_null_fd_array(fake):
     files = fake.files(64, {1: 1}, array=0)
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None), "NULL fd array")
+    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "NULL fd array")
 
 
 def test_bogus_open_fds_bitmap(fake):
@@ -259,20 +264,22 @@ def test_bogus_open_fds_bitmap(fake):
 
 def test_null_fdtable(fake):
     files = fake.alloc("files_struct")
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None), "no fdtable")
+    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "no fdtable")
 
 
 def test_bogus_file_pointer(fake):
     files = fake.files(64, {2: BOGUS})
     raises_one_line(
-        lambda: extract_files(fake.prog, task_of(fake, files, pid=31337), None), "pid 31337", f"0x{BOGUS:x}"
+        lambda: extract_files(fake.prog, task_of(fake, files, pid=31337), None, classify), "pid 31337", f"0x{BOGUS:x}"
     )
 
 
 def test_file_without_inode(fake):
     f = fake.file(0)
     files = fake.files(64, {0: f})
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files, pid=555), None), "pid 555", "no inode")
+    raises_one_line(
+        lambda: extract_files(fake.prog, task_of(fake, files, pid=555), None, classify), "pid 555", "no inode"
+    )
 
 
 def test_tty_private_data_not_pointing_back(fake):

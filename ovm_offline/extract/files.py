@@ -12,15 +12,13 @@ What is recorded, and where it differs from the raw kernel value on purpose:
 * `OpenFile.owner` is F_GETOWN_EX's view: ``pid_type`` is F_OWNER_TID/PID/PGRP, ``pid``
   is the owner's number in the dumped tree's PID namespace; all zero when no owner is
   set (as CRIU's parasite reports it). ``signum`` is the kernel's (CRIU leaves it 0).
-* `TtyState` holds what CRIU's tty ioctls return for the file: for a pty master the
-  termios, locked termios, window size, session and process group are the slave's (the
-  kernel answers them from tty->link); session and pgrp of a non-master tty are 0
-  unless it is the controlling tty of the task (TIOCGSID/TIOCGPGRP refuse otherwise).
-  ``rdev`` is the kernel's dev_t (MAJOR << 20 | MINOR), like FileIdentity.dev.
+* `OpenFile.kind` comes from the classifier the caller passes (ovm_offline.filekinds);
+  each kind's own state is extracted by its kind, not here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError
@@ -30,8 +28,6 @@ from ..kernel.fs.fdtable import (
     O_CLOEXEC,
     cloexec_fds,
     file_flags,
-    file_inode_ptr,
-    file_kind,
     file_owner,
     file_pos,
     files_fdtable,
@@ -39,25 +35,9 @@ from ..kernel.fs.fdtable import (
     task_files,
 )
 from ..kernel.fs.fs_struct import fs_pwd, fs_root, fs_umask, task_fs
-from ..kernel.fs.tty import (
-    TTY_EXCLUSIVE,
-    TTY_PTY_LOCK,
-    file_tty,
-    ktermios_values,
-    task_ctty,
-    tty_driver_name,
-    tty_index,
-    tty_is_pty,
-    tty_packet_mode,
-    tty_pair_get_tty,
-    tty_pgrp,
-    tty_session,
-    tty_test_flag,
-    tty_winsize,
-)
 from ..kernel.task.pid import pid_nr_ns, pid_type
 from ..kernel.task.tasks import task_pid
-from ..state import Fd, FileIdentity, FsState, OpenFile, Owner, TtyState
+from ..state import Fd, FileIdentity, FileKindName, FsState, OpenFile, Owner
 
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
@@ -68,13 +48,23 @@ F_OWNER_PID = 1
 F_OWNER_PGRP = 2
 
 
+#: tells the kind of a ``struct file`` (ovm_offline.filekinds.classify, by name)
+Classifier = Callable[[Pointer], FileKindName]
+
+
 def extract_files(
-    prog: Program, task: Struct, pid_ns: Pointer | Struct, *, cache: dict[int, OpenFile] | None = None
+    prog: Program,
+    task: Struct,
+    pid_ns: Pointer | Struct,
+    classify: Classifier,
+    *,
+    cache: dict[int, OpenFile] | None = None,
 ) -> list[Fd]:
     """The open fds of a ``struct task_struct`` (its files_struct, shared by its threads),
-    ascending. `pid_ns` is the dumped tree's ``struct pid_namespace``: owner, session
-    and process-group numbers are given as seen there. `cache` maps file addresses to
-    OpenFiles already made (for other processes of the same tree) and is extended."""
+    ascending, each with the common fields of its file and the kind `classify` gives it.
+    `pid_ns` is the dumped tree's ``struct pid_namespace``: owner numbers are given as seen
+    there. `cache` maps file addresses to OpenFiles already made (for other processes of
+    the same tree) and is extended."""
     files = task_files(task)
     if files is None:
         return []
@@ -87,16 +77,16 @@ def extract_files(
         key = int(file)
         of = cache.get(key)
         if of is None:
-            of = open_file(prog, file, task, pid_ns)
+            of = open_file(file, task, pid_ns, classify)
             cache[key] = of
         out.append(Fd(fd=fd, file=of, cloexec=fd in cloexec))
     return out
 
 
-def open_file(prog: Program, file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> OpenFile:
-    """The `OpenFile` of one ``struct file *`` held by `task`."""
+def open_file(file: Pointer, task: Struct, pid_ns: Pointer | Struct, classify: Classifier) -> OpenFile:
+    """The `OpenFile` of one ``struct file *`` held by `task`, its kind's own state not yet read."""
     try:
-        kind = file_kind(file)
+        kind = classify(file)
         identity = dcache.file_identity(file)
         of = OpenFile(
             key=int(file),
@@ -106,8 +96,6 @@ def open_file(prog: Program, file: Pointer, task: Struct, pid_ns: Pointer | Stru
             pos=file_pos(file),
             owner=file_owner_state(file, pid_ns),
         )
-        if kind == "tty":
-            of.tty = tty_state(file, task, pid_ns)
     except GuestDataError as e:
         # Name the process and file: the kernel-side message alone does not say whose.
         raise GuestDataError(f"pid {task_pid(task)}: struct file at 0x{int(file):x}: {e}") from None
@@ -133,42 +121,6 @@ def file_owner_state(file: Pointer, pid_ns: Pointer | Struct) -> Owner:
     if f_owner_type is None:
         raise GuestDataError(f"fown_struct at 0x{fown.address_:x} has impossible pid_type {ptype}")
     return Owner(uid=fown.uid.val, euid=fown.euid.val, signum=fown.signum, pid_type=f_owner_type, pid=pid)
-
-
-def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState:
-    """What CRIU records of the tty a ``struct file *`` is open on, when `task` holds it
-    (see the module doc for which end of a pty each value comes from)."""
-    tty = file_tty(file)
-    inode = file_inode_ptr(file)
-    rdev = inode.i_rdev
-    real = tty_pair_get_tty(tty)
-    is_master = int(real) != int(tty)
-    termios, cc = ktermios_values(real.termios)
-    locked, cc_locked = ktermios_values(real.termios_locked)
-    sid = pgrp = 0
-    ctty = task_ctty(task)
-    if is_master or (ctty is not None and int(ctty) == int(tty)):
-        sid = pid_nr_ns(tty_session(real), pid_ns)
-        pgrp = pid_nr_ns(tty_pgrp(real), pid_ns)
-    pty = tty_is_pty(tty)
-    return TtyState(
-        index=tty_index(tty),
-        driver=tty_driver_name(tty, rdev),
-        rdev=rdev,
-        termios=termios,
-        cc=cc,
-        termios_locked=locked,
-        cc_locked=cc_locked,
-        winsize=tty_winsize(real),
-        sid=sid,
-        pgrp=pgrp,
-        # TIOCGPTLCK / TIOCGPKT answer from the end the file is on, and only for ptys.
-        locked=pty and tty_test_flag(tty, TTY_PTY_LOCK),
-        exclusive=tty_test_flag(tty, TTY_EXCLUSIVE),
-        packet_mode=pty and tty_packet_mode(tty),
-        uid=inode.i_uid.val,
-        gid=inode.i_gid.val,
-    )
 
 
 def path_identity(path: Struct) -> FileIdentity:

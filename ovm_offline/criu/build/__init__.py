@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from google.protobuf.message import Message
@@ -23,7 +23,7 @@ from ...state import CgroupDir, IpcNamespaceState, NamespaceIds, ProcessState, S
 from .. import images
 from .cgroup import CRIU_CGROUP, CgroupSets
 from .common import F, T, Written
-from .files import FD_CLOEXEC, FD_TYPES, FileTable, tty_info
+from .files import FD_CLOEXEC, FileTable, KindWriter
 from .mm import ShmemImages, mm_entry, pagemap_entries
 from .ns import ObjectIds, timens_entry, write_ipc_namespace
 from .task import core
@@ -54,12 +54,18 @@ class DumpSet:
 class _Writer:
     """The state of one write_dump: the directory, the id allocators, the files table."""
 
-    def __init__(self, dump: DumpSet, directory: Path, write_shmem_pages: ShmemPagesWriter | None) -> None:
+    def __init__(
+        self,
+        dump: DumpSet,
+        directory: Path,
+        writers: Mapping[str, KindWriter],
+        write_shmem_pages: ShmemPagesWriter | None,
+    ) -> None:
         self.dump = dump
         self.directory = directory
         self.written = Written()
         self.ids = ObjectIds(dump.root_namespaces)
-        self.files = FileTable()
+        self.files = FileTable(writers)
         self.files.net_ns_id = lambda inum: self.ids.ns("net", inum)
         self.cg_sets = CgroupSets(dump.cgroups)
         self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
@@ -104,7 +110,7 @@ class _Writer:
             F.fdinfo_entry(
                 id=self.files.open_file(fd.file),
                 flags=FD_CLOEXEC if fd.cloexec else 0,
-                type=FD_TYPES.get(fd.file.kind, F.REG),
+                type=self.files.fd_type(fd.file),
                 fd=fd.fd,
             )
             for fd in proc.fds
@@ -117,33 +123,15 @@ class _Writer:
         self.put(images.FS, [F.fs_entry(cwd_id=cwd, root_id=root, umask=proc.fs.umask)], proc.pid)
 
     def files_images(self) -> None:
-        """files.img, memfd.img, tty-info.img and the images of raw bytes after each entry."""
-        files = self.files
-        files.unix.check_complete()
-        self.put(images.FILES, files.entries)
-        self.written.files = len(files.entries)
+        """files.img, memfd.img and the images of each kind of open file (tty-info, pipes-data,
+        fifo-data, sk-queues, ...)."""
+        self.put(images.FILES, [e for e in self.files.entries if e is not None])
+        self.written.files = len(self.files.entries)
         if self.shmem.inodes:
             self.put(images.MEMFD_INODE, self.shmem.inode_entries())
-        if files.tty_infos:
-            self.put(images.TTY_INFO, [tty_info(i, *t) for i, t in sorted(files.tty_infos.items(), reverse=True)])
-        # images whose entries are each followed by raw bytes: pipe and FIFO data, socket queues
-        with_data: list[tuple[images.ImageKind, list[tuple[Message, bytes]]]] = [
-            (
-                kind,
-                [
-                    (F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size), p.data)
-                    for p in pipes.values()
-                ],
-            )
-            for kind, pipes in ((images.PIPES_DATA, files.pipe_data), (images.FIFO_DATA, files.fifo_data))
-        ]
-        with_data.append((images.SK_QUEUES, list(files.unix.queues)))
-        for kind, entries in with_data:
-            if entries:
-                images.write_image(
-                    self.directory / kind.filename(), kind, [e for e, _ in entries], [d for _, d in entries]
-                )
-                self.written.images += 1
+        for kind, entries, payloads in self.files.images():
+            images.write_image(self.directory / kind.filename(), kind, entries, payloads)
+            self.written.images += 1
 
     def tail(self) -> None:
         """What CRIU writes after the tasks: cgroup, IPC namespace, seccomp, timens."""
@@ -162,13 +150,16 @@ def write_dump(
     dump: DumpSet,
     directory: Path,
     write_pages: PagesWriter,
+    writers: Mapping[str, KindWriter],
     write_shmem_pages: ShmemPagesWriter | None = None,
 ) -> Written:
     """Write every image of `dump` into `directory` (which must exist and be empty).
     `write_pages(proc, pages_path)` writes pages-N.img for a process and returns its pagemap
-    entries (vaddr, nr_pages, flags); `write_shmem_pages(shm, pages_path)` does the same for
-    the contents of a shmem file (needed when a VMA maps one)."""
-    w = _Writer(dump, directory, write_shmem_pages)
+    entries (vaddr, nr_pages, flags); `writers` (kind name -> writer, see
+    ovm_offline.filekinds.new_writers) write the entries of each kind of open file;
+    `write_shmem_pages(shm, pages_path)` does what `write_pages` does for the contents of a
+    shmem file (needed when a VMA maps one)."""
+    w = _Writer(dump, directory, writers, write_shmem_pages)
     w.head()
     for proc in dump.processes:
         w.process(proc, write_pages)

@@ -6,9 +6,9 @@ bits. A small table is embedded in the files_struct (``fdtab``, 64 slots in
 ``fd_array``); bigger ones are allocated with ``max_fds`` a multiple of BITS_PER_LONG
 and at most ``sysctl_nr_open`` rounded up to one (fs/file.c alloc_fdtable).
 
-What kind of file a ``struct file`` is comes from its ``f_op`` (the kernel's own
-file_operations tables, compared by symbol address) and else from the inode's type
-bits, so that it works on kernels where one of the tables is missing or renamed.
+What marks a file's kind: its ``f_op`` (the kernel's own file_operations tables, compared
+by symbol address: `file_fops_name`), its inode's type bits, pipefs, its socket's family
+and the internal mount it is on; ovm_offline.filekinds composes them.
 
 Every walk is bounded by `max_fds_limit`; a table that is too big, misaligned or
 unreadable is a GuestDataError (one line).
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
-from .dcache import dentry_name
 
 if TYPE_CHECKING:
     from ..core.memory import Program
@@ -63,34 +62,6 @@ S_IFIFO = 0o010000
 
 #: include/uapi/linux/magic.h
 PIPEFS_MAGIC = 0x50495045
-
-#: include/linux/socket.h address families -> the kind CRIU gives their files
-_SOCKET_FAMILIES = {1: "unix", 2: "inet", 10: "inet", 16: "netlink", 17: "packet"}
-
-#: file_operations symbol -> kind. Tables that exist only on some kernels are simply
-#: absent from the ISF of the others (pidfd_fops became pidfs_file_operations in 6.9).
-_FOPS_KINDS = {
-    "tty_fops": "tty",
-    "ptmx_fops": "tty",
-    "hung_up_tty_fops": "tty",
-    "console_fops": "tty",
-    "pipefifo_fops": "pipe",  # or "fifo": told apart by file system, see file_kind
-    "socket_file_ops": "socket",
-    "eventfd_fops": "eventfd",
-    "eventpoll_fops": "eventpoll",
-    "signalfd_fops": "signalfd",
-    "timerfd_fops": "timerfd",
-    "inotify_fops": "inotify",
-    "fanotify_fops": "fanotify",
-    "pidfd_fops": "pidfd",
-    "pidfs_file_operations": "pidfd",
-    "userfaultfd_fops": "userfaultfd",
-    "io_uring_fops": "io_uring",
-    "bpf_map_fops": "bpf-map",
-    "bpf_prog_fops": "bpf-prog",
-    "perf_fops": "perf",
-    "memfd_secret_fops": "memfd-secret",
-}
 
 
 def task_files(task: Struct) -> Pointer | None:
@@ -245,25 +216,26 @@ def file_inode_ptr(file: Pointer | Struct) -> Pointer:
     return inode
 
 
-def _fops_by_address(prog: Program) -> dict[int, str]:
-    """Run-time address -> name of the file_operations tables in _FOPS_KINDS that this
-    kernel has (computed once per Program)."""
-    table = _FOPS_CACHE.get(prog)
+def _fops_by_address(prog: Program, names: frozenset[str]) -> dict[int, str]:
+    """Run-time address -> name of the file_operations tables `names` that this kernel has
+    (computed once per Program and set of names)."""
+    per_prog = _FOPS_CACHE.setdefault(prog, {})
+    table = per_prog.get(names)
     if table is None:
-        table = {prog.symbol_address(n): n for n in _FOPS_KINDS if prog.has_symbol(n)}
-        _FOPS_CACHE[prog] = table
+        table = per_prog[names] = {prog.symbol_address(n): n for n in names if prog.has_symbol(n)}
     return table
 
 
-_FOPS_CACHE: weakref.WeakKeyDictionary[Program, dict[int, str]] = weakref.WeakKeyDictionary()
+_FOPS_CACHE: weakref.WeakKeyDictionary[Program, dict[frozenset[str], dict[int, str]]] = weakref.WeakKeyDictionary()
 
 
-def file_fops_name(file: Pointer | Struct) -> str | None:
-    """The symbol name of a ``struct file``'s ``f_op`` among the tables `file_kind` knows
-    (e.g. "tty_fops"), or None."""
+def file_fops_name(file: Pointer | Struct, names: frozenset[str]) -> str | None:
+    """Which of the file_operations tables `names` (e.g. "tty_fops") a ``struct file``'s
+    ``f_op`` is, or None. Tables only some kernels have are simply absent from the others'
+    ISFs (pidfd_fops became pidfs_file_operations in 6.9)."""
     f = _file(file)
     fops = int(f.f_op)
-    return _fops_by_address(f.prog_).get(fops) if fops else None
+    return _fops_by_address(f.prog_, names).get(fops) if fops else None
 
 
 def inode_is_on_pipefs(inode: Pointer | Struct) -> bool:
@@ -286,41 +258,10 @@ def socket_family(file: Pointer | Struct) -> int | None:
     return sk.deref().member_("__sk_common").skc_family
 
 
-def file_kind(file: Pointer | Struct) -> str:
-    """What a ``struct file`` is, in CRIU's terms: "reg" (regular files, directories,
-    symlinks and device files other than ttys: CRIU saves /dev/null as a regular file),
-    "tty", "pipe", "fifo", "unix"/"inet"/"netlink"/"packet"/"socket", "eventfd",
-    "eventpoll", "signalfd", "timerfd", "inotify", "fanotify", "pidfd", "memfd", ... or
-    "anon" (an anon-inode file of a kind not known here)."""
-    f = _file(file)
-    inode = file_inode_ptr(f)
-    mode = inode.i_mode & S_IFMT
-    fops = file_fops_name(f)
-    kind = _FOPS_KINDS.get(fops) if fops else None
-    if kind == "pipe" or (kind is None and mode == S_IFIFO):
-        return "pipe" if inode_is_on_pipefs(inode) else "fifo"
-    if kind == "socket" or (kind is None and mode == S_IFSOCK):
-        try:
-            family = socket_family(f)
-        except GuestDataError:
-            family = None
-        return _SOCKET_FAMILIES.get(family, "socket") if family is not None else "socket"
-    if kind is not None:
-        return kind
-    # Files on the kernel's internal mounts are no files on any file system: anon-inode
-    # files of kinds not listed above, and memfds (shmem files named "memfd:...").
-    if _on_internal_mount(f, "anon_inode_mnt"):
-        return "anon"
-    if _on_internal_mount(f, "shm_mnt") and dentry_name(f.f_path.dentry).startswith(b"memfd:"):
-        return "memfd"
-    if mode in (S_IFREG, S_IFDIR, S_IFLNK, S_IFBLK, S_IFCHR):
-        return "reg"
-    return "anon"  # no file type bits: an anon inode on some other internal mount
-
-
-def _on_internal_mount(f: Struct, symbol: str) -> bool:
+def file_on_internal_mount(file: Pointer | Struct, symbol: str) -> bool:
     """Is a ``struct file`` on the internal mount kernel variable `symbol` (a ``struct
     vfsmount *``, e.g. anon_inode_mnt) points to?"""
+    f = _file(file)
     prog = f.prog_
     if not prog.has_symbol(symbol):
         return False

@@ -1,0 +1,88 @@
+"""What every kind of socket shares: the SOL_SOCKET options CRIU records (getsockopt's
+answers) and their sk_opts_entry."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..criu.build.common import NET
+from ..kernel.core.memory import Program
+from ..kernel.core.objects import Struct
+from ..kernel.net.unix import SOCK_BUF_LOCK_MASK, SOCK_PASSCRED, SOCK_PASSSEC, sock_flag, sock_flag_bit, sock_timeout
+
+__all__ = ["SocketOptions", "sk_opts_entry", "socket_options"]
+
+
+@dataclasses.dataclass
+class SocketOptions:
+    """The SOL_SOCKET options CRIU records for every socket (getsockopt's answers)."""
+
+    sndbuf: int
+    rcvbuf: int
+    snd_timeout: tuple[int, int]  # (sec, usec), (0, 0) for none
+    rcv_timeout: tuple[int, int]
+    reuseaddr: bool
+    priority: int
+    rcvlowat: int
+    mark: int
+    passcred: bool
+    passsec: bool
+    dontroute: bool
+    no_check: bool
+    reuseport: bool
+    broadcast: bool
+    keepalive: bool
+    oobinline: bool
+    buf_lock: int
+
+
+def socket_options(prog: Program, sock: Struct, sk: Struct) -> SocketOptions:
+    """getsockopt(SOL_SOCKET, ...) of a ``struct socket`` and its ``struct sock``."""
+    common = sk.__sk_common
+
+    def flag(name: str) -> bool:
+        return sock_flag(sk, sock_flag_bit(prog, name))
+
+    return SocketOptions(
+        sndbuf=sk.sk_sndbuf,
+        rcvbuf=sk.sk_rcvbuf,
+        snd_timeout=sock_timeout(prog, sk.sk_sndtimeo),
+        rcv_timeout=sock_timeout(prog, sk.sk_rcvtimeo),
+        reuseaddr=bool(common.skc_reuse),
+        priority=sk.sk_priority,
+        rcvlowat=sk.sk_rcvlowat,
+        mark=sk.sk_mark,
+        passcred=bool(sock.flags >> SOCK_PASSCRED & 1),
+        passsec=bool(sock.flags >> SOCK_PASSSEC & 1),
+        dontroute=flag("SOCK_LOCALROUTE"),
+        no_check=bool(sk.sk_no_check_tx),
+        reuseport=bool(common.skc_reuseport),
+        broadcast=flag("SOCK_BROADCAST"),
+        keepalive=flag("SOCK_KEEPOPEN"),
+        oobinline=flag("SOCK_URGINLINE"),
+        buf_lock=sk.sk_userlocks & SOCK_BUF_LOCK_MASK,
+    )
+
+
+def sk_opts_entry(o: SocketOptions) -> NET.sk_opts_entry:
+    return NET.sk_opts_entry(
+        so_sndbuf=o.sndbuf,
+        so_rcvbuf=o.rcvbuf,
+        so_snd_tmo_sec=o.snd_timeout[0],
+        so_snd_tmo_usec=o.snd_timeout[1],
+        so_rcv_tmo_sec=o.rcv_timeout[0],
+        so_rcv_tmo_usec=o.rcv_timeout[1],
+        reuseaddr=o.reuseaddr,
+        so_priority=o.priority,
+        so_rcvlowat=o.rcvlowat,
+        so_mark=o.mark,
+        so_passcred=o.passcred,
+        so_passsec=o.passsec,
+        so_dontroute=o.dontroute,
+        so_no_check=o.no_check,
+        so_reuseport=o.reuseport,
+        so_broadcast=o.broadcast,
+        so_keepalive=o.keepalive,
+        so_oobinline=int(o.oobinline),
+        so_buf_lock=o.buf_lock,
+    )

@@ -1,0 +1,186 @@
+"""Terminals: pseudo-terminal pairs are saved (files.img tty entries and tty-info.img); other
+terminals (consoles, serial lines, virtual terminals) are refused by name.
+
+`TtyState` holds what CRIU's tty ioctls return for the file: for a pty master the termios,
+locked termios, window size, session and process group are the slave's (the kernel answers
+them from tty->link); session and pgrp of a non-master tty are 0 unless it is the controlling
+tty of the task (TIOCGSID/TIOCGPGRP refuse otherwise). ``rdev`` is the kernel's dev_t
+(MAJOR << 20 | MINOR), like FileIdentity.dev.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from ..criu import images
+from ..criu.build.common import F, fown
+from ..criu.build.files import ExtraImage, FileTable
+from ..errors import UnsupportedError
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.fs.fdtable import file_inode_ptr
+from ..kernel.fs.tty import (
+    TTY_EXCLUSIVE,
+    TTY_PTY_LOCK,
+    file_tty,
+    ktermios_values,
+    task_ctty,
+    tty_driver_name,
+    tty_index,
+    tty_is_pty,
+    tty_packet_mode,
+    tty_pair_get_tty,
+    tty_pgrp,
+    tty_session,
+    tty_test_flag,
+    tty_winsize,
+)
+from ..kernel.task.pid import pid_nr_ns
+from ..state import FileIdentity, FileState, OpenFile
+from .base import ExtractContext, FileKind, Marks, Saved
+
+__all__ = ["KIND", "TtyState", "new_encode_dev", "tty_info"]
+
+TERMIOS_NCC = 19
+PTY_DRIVERS = ("pty-master", "pty-slave")
+
+
+@dataclasses.dataclass
+class TtyState(FileState):
+    index: int
+    driver: str  # "pty-master", "pty-slave", "console", "serial", ...
+    rdev: int
+    termios: list[int]  # c_iflag, c_oflag, c_cflag, c_lflag, c_line, c_ispeed, c_ospeed
+    cc: bytes
+    termios_locked: list[int]
+    cc_locked: bytes
+    winsize: tuple[int, int, int, int]  # rows, cols, xpixel, ypixel
+    sid: int  # 0 if none
+    pgrp: int  # 0 if none
+    locked: bool
+    exclusive: bool
+    packet_mode: bool
+    uid: int = 0  # owner of the tty's device inode (CRIU tty_info uid/gid)
+    gid: int = 0
+
+
+def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState:
+    """What CRIU records of the tty a ``struct file *`` is open on, when `task` holds it
+    (see the module doc for which end of a pty each value comes from)."""
+    tty = file_tty(file)
+    inode = file_inode_ptr(file)
+    rdev = inode.i_rdev
+    real = tty_pair_get_tty(tty)
+    is_master = int(real) != int(tty)
+    termios, cc = ktermios_values(real.termios)
+    locked, cc_locked = ktermios_values(real.termios_locked)
+    sid = pgrp = 0
+    ctty = task_ctty(task)
+    if is_master or (ctty is not None and int(ctty) == int(tty)):
+        sid = pid_nr_ns(tty_session(real), pid_ns)
+        pgrp = pid_nr_ns(tty_pgrp(real), pid_ns)
+    pty = tty_is_pty(tty)
+    return TtyState(
+        index=tty_index(tty),
+        driver=tty_driver_name(tty, rdev),
+        rdev=rdev,
+        termios=termios,
+        cc=cc,
+        termios_locked=locked,
+        cc_locked=cc_locked,
+        winsize=tty_winsize(real),
+        sid=sid,
+        pgrp=pgrp,
+        # TIOCGPTLCK / TIOCGPKT answer from the end the file is on, and only for ptys.
+        locked=pty and tty_test_flag(tty, TTY_PTY_LOCK),
+        exclusive=tty_test_flag(tty, TTY_EXCLUSIVE),
+        packet_mode=pty and tty_packet_mode(tty),
+        uid=inode.i_uid.val,
+        gid=inode.i_gid.val,
+    )
+
+
+def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
+    """The `TtyState` of a terminal file; only pseudo-terminals can be saved."""
+    state = tty_state(file, ctx.task, ctx.pid_ns)
+    if state.driver not in PTY_DRIVERS:
+        raise UnsupportedError(f"a {state.driver} terminal ({f.identity.path}), not a pseudo-terminal")
+    return state
+
+
+def new_encode_dev(dev: int) -> int:
+    """stat()'s encoding of a kernel dev_t (major << 20 | minor), as CRIU records devices."""
+    major, minor = dev >> 20, dev & 0xFFFFF
+    return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
+
+
+def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> F.tty_info_entry:
+    def termios(flags: list[int], cc: bytes) -> F.termios_entry:
+        # CRIU memcpy()s the NCCS=19 c_cc bytes into the front of its 19-word array; the words
+        # after the fifth are whatever its stack held (the diff ignores them)
+        packed = list(struct.unpack("<5I", cc[:TERMIOS_NCC].ljust(20, b"\0")))
+        # CRIU's TCGETS fills glibc's struct termios, whose speed fields stay 0
+        return F.termios_entry(
+            c_iflag=flags[0],
+            c_oflag=flags[1],
+            c_cflag=flags[2],
+            c_lflag=flags[3],
+            c_line=flags[4],
+            c_ispeed=0,
+            c_ospeed=0,
+            c_cc=packed + [0] * (TERMIOS_NCC - len(packed)),
+        )
+
+    entry = F.tty_info_entry(
+        id=info_id,
+        type=F.PTY,
+        locked=tty.locked,
+        exclusive=tty.exclusive,
+        packet_mode=tty.packet_mode,
+        sid=tty.sid,
+        pgrp=tty.pgrp,
+        rdev=new_encode_dev(tty.rdev),
+        termios=termios(tty.termios, tty.cc),
+        termios_locked=termios(tty.termios_locked, tty.cc_locked),
+        winsize=F.winsize_entry(
+            ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2], ws_ypixel=tty.winsize[3]
+        ),
+    )
+    entry.pty.index = tty.index
+    entry.dev, entry.uid, entry.gid = new_encode_dev(node.dev), tty.uid, tty.gid
+    return entry
+
+
+class TtyWriter:
+    """A tty's files.img entry before its path's (CRIU's order), and tty-info.img."""
+
+    fd_type = F.TTY
+
+    def __init__(self) -> None:
+        self.infos: dict[int, tuple[TtyState, FileIdentity]] = {}  # tty_info id -> state, device node
+
+    def write(self, table: FileTable, f: OpenFile) -> int:
+        assert isinstance(f.state, TtyState)
+        fid, slot = table.reserve()
+        regf = table.regular(f.identity, f.flags, f.pos, key=("tty-path", f.key))
+        # CRIU's tty_gen_id(): index << 1, plus 1 for a pty master
+        info_id = f.state.index << 1 | (f.state.driver == "pty-master")
+        self.infos.setdefault(info_id, (f.state, f.identity))
+        table.entries[slot] = F.file_entry(
+            type=F.TTY,
+            id=fid,
+            tty=F.tty_file_entry(id=fid, tty_info_id=info_id, flags=f.flags, fown=fown(f.owner), regf_id=regf),
+        )
+        return fid
+
+    def images(self, table: FileTable) -> list[ExtraImage]:
+        infos = [tty_info(i, *t) for i, t in sorted(self.infos.items(), reverse=True)]
+        return [(images.TTY_INFO, list(infos), None)]
+
+
+KIND = FileKind(
+    name="tty",
+    noun="a terminal",
+    marks=Marks(fops=("tty_fops", "ptmx_fops", "hung_up_tty_fops", "console_fops")),
+    saved=Saved(writer=TtyWriter, fd_type=F.TTY, state_type=TtyState, extract=extract_tty),
+)

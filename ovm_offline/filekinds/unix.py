@@ -1,0 +1,238 @@
+"""UNIX domain sockets (unixsk entries in files.img) and the bytes queued for reading
+(sk-queues.img), as CRIU saves them.
+
+`UnixSocketState` is what sock_diag reports to CRIU (inode, type, state, peer inode, backlog,
+bound name and the socket file's permissions), the SOL_SOCKET options getsockopt() would
+return, and the bytes queued for reading, cut into packets the way CRIU's MSG_PEEK loop reads
+them. What CRIU cannot save either, or ovm-offline does not save yet, is refused: sockets with
+file descriptors in flight (SCM_RIGHTS), listeners with connections not yet accepted,
+out-of-band data, BPF socket filters, sockets bound to a network device, and a socket whose
+peer no dumped process holds (CRIU needs both ends, or --ext-unix-sk).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from ..criu import images
+from ..criu.build.common import NET, F, fown
+from ..criu.build.files import ExtraImage, FileTable
+from ..errors import UnsupportedError
+from ..kernel.core.memory import Program
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.fs import dcache
+from ..kernel.net.unix import (
+    TCP_LISTEN,
+    file_socket,
+    sk_wmem_alloc_get,
+    sock_socket_ino,
+    sock_unix,
+    socket_sock,
+    unix_bound_inode,
+    unix_name,
+    unix_peer,
+    unix_receive_queue,
+)
+from ..kernel.ns.nsproxy import ns_inum
+from ..state import Fd, FileState, OpenFile
+from .base import ExtractContext, FileKind, Marks, Saved
+from .refused import SOCKET
+from .socket import SocketOptions, sk_opts_entry, socket_options
+
+__all__ = ["KIND", "QueuedPacket", "UnixSocketState", "unix_socket_state"]
+
+AF_UNIX = 1
+SOCK_STREAM = 1
+#: CRIU peeks at a queue with a buffer of SO_RCVBUF minus this many bytes (sk-queue.c)
+CRIU_PEEK_SLACK = 32
+
+
+@dataclasses.dataclass
+class QueuedPacket:
+    """Bytes waiting in a socket's receive queue: one datagram, or a run of stream bytes
+    a single read would return."""
+
+    data: bytes
+
+
+@dataclasses.dataclass
+class UnixSocketState(FileState):
+    """A UNIX domain socket as sock_diag shows it to CRIU. `ino`/`peer` are socket inode
+    numbers (the peer's is 0 when unconnected); `name` the bound address as the binder
+    gave it; `bound` the mode/uid/gid of the socket file a path name refers to."""
+
+    ino: int
+    type: int  # SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET
+    state: int  # TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN
+    peer: int
+    backlog: int  # listen backlog for a listener, else bytes sent and not yet read by the peer
+    shutdown: int  # sk_shutdown: RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2
+    name: bytes
+    options: SocketOptions
+    net_ns: int  # inode number of the socket's network namespace
+    bound: tuple[int, int, int] | None = None  # (mode, uid, gid)
+    name_deleted: bool = False  # the bound path was unlinked
+    queue: list[QueuedPacket] = dataclasses.field(default_factory=list)
+
+
+def queued_packets(u: Struct, rcvbuf: int, where: str) -> list[QueuedPacket]:
+    """The receive queue of a ``struct unix_sock`` as CRIU's peeking reads return it: one
+    packet per datagram; for a stream, the bytes of consecutive skbs from one writer (the
+    kernel never glues different writers' bytes in one read) in reads of at most
+    SO_RCVBUF - 32 bytes."""
+    skbs = unix_receive_queue(u)
+    for skb in skbs:
+        if skb.has_fds:
+            raise UnsupportedError(f"{where} has file descriptors in flight (SCM_RIGHTS)")
+    if u.sk.sk_type != SOCK_STREAM:
+        return [QueuedPacket(s.data) for s in skbs]
+    chunk = max(rcvbuf - CRIU_PEEK_SLACK, 1)
+    out: list[QueuedPacket] = []
+    run, writer = b"", None
+    for s in skbs:
+        if run and (s.pid, s.uid, s.gid) != writer:
+            out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
+            run = b""
+        writer = (s.pid, s.uid, s.gid)
+        run += s.data
+    if run:
+        out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
+    return out
+
+
+def unix_socket_state(prog: Program, file, where: str) -> UnixSocketState:
+    """The `UnixSocketState` of a UNIX socket ``struct file *``; `where` names it in errors."""
+    sock = file_socket(file)
+    sk = socket_sock(sock)
+    u = sock_unix(sk)
+    common = sk.__sk_common
+    state = common.skc_state
+    if common.skc_bound_dev_if:
+        raise UnsupportedError(f"{where} is bound to a network device")
+    if sk.sk_filter:
+        raise UnsupportedError(f"{where} has a BPF socket filter attached")
+    if u.has_member_("oob_skb") and u.oob_skb:
+        raise UnsupportedError(f"{where} has out-of-band data queued")
+    if state == TCP_LISTEN and sk.sk_receive_queue.qlen:
+        raise UnsupportedError(f"{where} is a listener with connections not yet accepted")
+    name = unix_name(u)
+    bound = None
+    deleted = False
+    if name and name[0] != 0:
+        inode = unix_bound_inode(u)
+        if inode is not None:
+            bound = (inode.i_mode, inode.i_uid.val, inode.i_gid.val)
+            deleted = dcache.d_unlinked(u.path.dentry)
+    peer = unix_peer(u)
+    opts = socket_options(prog, sock, sk)
+    queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, where)
+    return UnixSocketState(
+        ino=sock_socket_ino(sk),
+        type=sk.sk_type,
+        state=state,
+        peer=sock_socket_ino(peer) if peer is not None else 0,
+        backlog=sk.sk_max_ack_backlog if state == TCP_LISTEN else sk_wmem_alloc_get(sk),
+        shutdown=sk.sk_shutdown,
+        name=name,
+        options=opts,
+        net_ns=ns_inum(common.skc_net.net),
+        bound=bound,
+        name_deleted=deleted,
+        queue=queue,
+    )
+
+
+def extract_unix(ctx: ExtractContext, f: OpenFile, file: Pointer) -> UnixSocketState:
+    """A UNIX socket's state, read once for all the fds (of all processes) that hold its file."""
+    cache = ctx.cache("unix")
+    state = cache.get(f.key)
+    if state is None:
+        state = cache[f.key] = unix_socket_state(ctx.prog, file, f"a UNIX socket (socket:[{f.identity.ino}])")
+    assert isinstance(state, UnixSocketState)
+    return state
+
+
+def dangling_peers(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
+    """A socket connected to a socket no dumped process holds."""
+    held = {fd.file.state.ino for fd in tree if isinstance(fd.file.state, UnixSocketState)}
+
+    def check(fd: Fd, process_fds: Sequence[Fd]) -> str | None:
+        u = fd.file.state
+        assert isinstance(u, UnixSocketState)
+        if u.peer and u.peer not in held:
+            return f"a UNIX socket (socket:[{u.ino}]) connected to socket:[{u.peer}], which no dumped process holds"
+        return None
+
+    return check
+
+
+class UnixWriter:
+    """files.img entries and sk-queues.img of UNIX sockets, in CRIU's order. A socket gets
+    its file id when met; its entry is written then unless its peer has not been met yet,
+    in which case it waits and is written right after that peer (CRIU's postponed
+    sockets). Queued bytes are saved when a socket is met."""
+
+    fd_type = F.UNIXSK
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()  # socket inodes met
+        self._waiting: dict[int, list[F.file_entry]] = {}  # peer inode -> entries waiting for it
+        self.queues: list[tuple[NET.sk_packet_entry, bytes]] = []
+
+    def write(self, table: FileTable, f: OpenFile) -> int:
+        u = f.state
+        assert isinstance(u, UnixSocketState)
+        fid = table.next_id()
+        entry = F.file_entry(type=F.UNIXSK, id=fid, usk=self._entry(table, fid, f, u))
+        self._seen.add(u.ino)
+        self.queues += [(NET.sk_packet_entry(id_for=fid, length=len(p.data)), p.data) for p in u.queue]
+        if u.peer and u.peer not in self._seen:
+            self._waiting.setdefault(u.peer, []).append(entry)
+            return fid
+        table.entries.append(entry)
+        table.entries.extend(self._waiting.pop(u.ino, []))
+        return fid
+
+    def images(self, table: FileTable) -> list[ExtraImage]:
+        # the dump leaves out sockets whose peer is not dumped (dangling_peers) before writing
+        assert not self._waiting, f"UNIX sockets wait for peers never met: {sorted(self._waiting)}"
+        return [(images.SK_QUEUES, [e for e, _ in self.queues], [d for _, d in self.queues])]
+
+    @staticmethod
+    def _entry(table: FileTable, fid: int, f: OpenFile, u: UnixSocketState) -> NET.unix_sk_entry:
+        entry = NET.unix_sk_entry(
+            id=fid,
+            ino=u.ino,
+            type=u.type,
+            state=u.state,
+            flags=f.flags,
+            uflags=0,
+            backlog=u.backlog,
+            peer=u.peer,
+            fown=fown(f.owner),
+            opts=sk_opts_entry(u.options),
+            name=u.name,
+            ns_id=table.net_ns_id(u.net_ns),
+        )
+        if u.shutdown:
+            entry.shutdown = u.shutdown  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
+        if u.bound is not None:
+            entry.file_perms.mode, entry.file_perms.uid, entry.file_perms.gid = u.bound
+        if u.name_deleted:
+            entry.deleted = True
+        return entry
+
+
+KIND = FileKind(
+    name="unix",
+    noun="a UNIX socket",
+    marks=Marks(SOCKET.fops, SOCKET.modes, families=(AF_UNIX,)),
+    saved=Saved(
+        writer=UnixWriter,
+        fd_type=F.UNIXSK,
+        state_type=UnixSocketState,
+        extract=extract_unix,
+        dangling=dangling_peers,
+    ),
+)
