@@ -56,8 +56,8 @@ def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | No
         return
     if not source:
         raise click.UsageError("give a dump file or recorded live directory as SOURCE, or --live --qmp --mem")
-    with sources.open_source(source) as src:
-        yield src
+    with sources.open_source(source) as opened:
+        yield opened
 
 
 # --- ps --------------------------------------------------------------------------------------

@@ -242,14 +242,15 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
     tree = process_tree(prog, root)
     refusals = [r for r in map(dumpable_refusal, tree) if r is not None]
     pid_ns = task_active_pid_ns(root)
+    if pid_ns is None:
+        raise GuestDataError(f"PID {root.pid} has no PID namespace (it is exiting)")
     shared = TreeObjects()
-    tasks, processes = [], []
+    processes: list[ProcessState] = []
     for task in tree:
         if any(r.pid == task.pid for r in refusals):
             continue
         try:
             processes.append(extract_process(prog, task, pid_ns, shared, refusals))
-            tasks.append(task)
         except UnsupportedError as e:
             refusals.append(Refusal(task.pid, task_comm(task), str(e)))
     if len(processes) < len(tree):

@@ -25,7 +25,7 @@ def check_target(target: Path, force: bool) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(target: str | os.PathLike, force: bool = False) -> Iterator[Path]:
+def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Iterator[Path]:
     """Yield an empty temporary directory; on success it replaces `target`, on any error
     (or Ctrl-C) it is removed and `target` is left as it was."""
     target = Path(target).absolute()

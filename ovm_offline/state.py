@@ -395,16 +395,17 @@ class CgroupDir:
 
 @dataclasses.dataclass
 class NamespaceIds:
-    """Namespace inode numbers (the kernel's ns_common.inum)."""
+    """Namespace inode numbers (the kernel's ns_common.inum); None for a kind of namespace the
+    guest's kernel does not have (time namespaces before 5.6)."""
 
-    pid: int
-    net: int
-    ipc: int
-    uts: int
-    mnt: int
-    user: int
-    cgroup: int
-    time: int
+    pid: int | None
+    net: int | None
+    ipc: int | None
+    uts: int | None
+    mnt: int | None
+    user: int | None
+    cgroup: int | None
+    time: int | None
 
 
 @dataclasses.dataclass

@@ -21,13 +21,12 @@ import argparse
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
 
 from ovm_offline.errors import OvmError
 
@@ -123,10 +122,9 @@ ID_FIELDS: dict[tuple[str, str], str] = {
     ("netns_id", "target_ns_id"): "net_ns",
     **{("task_kobj_ids_entry", f): f[: -len("_id")] for f in KOBJ_FIELDS},
 }
+assert images.FILES.message is not None
 FILE_SUBMESSAGES = tuple(
-    f.message_type.name
-    for f in images.FILES.message.DESCRIPTOR.fields
-    if f.message_type is not None  # type: ignore[union-attr]
+    f.message_type.name for f in images.FILES.message.DESCRIPTOR.fields if f.message_type is not None
 )
 for _m in FILE_SUBMESSAGES:
     ID_FIELDS[(_m, "id")] = "file"
@@ -238,7 +236,7 @@ class IdMap:
             self._add("file", fid, ident if count[ident] == 1 else f"{ident}@{site}")
 
 
-def _file_identity(e: Message) -> str:
+def _file_identity(e: images.Entry) -> str:
     t = images.FILES.message.DESCRIPTOR.fields_by_name["type"].enum_type.values_by_number  # type: ignore[union-attr]
     tname = t[e.type].name if e.type in t else str(e.type)
     for sub, attr in _FILE_IDENTITY.items():
@@ -247,8 +245,8 @@ def _file_identity(e: Message) -> str:
     return tname
 
 
-def _substitute(ids: IdMap):
-    def sub(msg: Message, fd: FieldDescriptor, value: int) -> Any:
+def _substitute(ids: IdMap) -> Callable[[images.Entry, FieldDescriptor, int], Any]:
+    def sub(msg: images.Entry, fd: FieldDescriptor, value: int) -> Any:
         name = msg.DESCRIPTOR.name
         if name == "vma_entry" and fd.name == "shmid":
             return ids.key("file", value) if msg.status & VMA_FILE_MAPPED else None
@@ -418,7 +416,8 @@ def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
     task returns to user space on another CPU, which criu's parasite code makes it do."""
     threads = [pid]
     try:
-        for e in idir.get(images.PSTREE).entries:
+        pstree = idir.get(images.PSTREE)
+        for e in pstree.entries if pstree is not None else []:
             if e.pid == pid:
                 threads = list(e.threads) or [pid]
     except (OvmError, OSError, KeyError):
@@ -429,7 +428,7 @@ def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
             core = idir.entry(images.CORE, tid)
         except (OvmError, OSError, KeyError):
             continue
-        if core.HasField("thread_core") and core.thread_core.HasField("rseq_entry"):
+        if core is not None and core.HasField("thread_core") and core.thread_core.HasField("rseq_entry"):
             start = core.thread_core.rseq_entry.rseq_abi_pointer
             if start:
                 windows += [(start + lo, start + hi) for lo, hi in RSEQ_KERNEL_FIELDS]
@@ -508,8 +507,9 @@ def diff_dirs(
             ident = ko.match(nt)
             if ident:
                 _compare_pages(c, cname, int(ident), do, dt)
-        if ko is images.SHMEM_PAGEMAP:  # a shmem file's pages, named by its inode number
-            _compare_pages(c, cname, int(ko.match(nt)), do, dt, images.SHMEM_PAGEMAP)
+        shmem_ino = ko.match(nt) if ko is images.SHMEM_PAGEMAP else None
+        if shmem_ino:  # a shmem file's pages, named by its inode number
+            _compare_pages(c, cname, int(shmem_ino), do, dt, images.SHMEM_PAGEMAP)
     return c.result
 
 

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from google.protobuf.message import DecodeError, EncodeError, Message
 
@@ -34,6 +34,9 @@ from .pb import criu_mm_pb2 as mm_pb
 from .pb import criu_net_pb2 as net_pb
 from .pb import criu_ns_pb2 as ns_pb
 from .pb import criu_task_pb2 as task_pb
+
+#: A decoded entry: a message of its image kind's type, whose fields that kind defines.
+Entry = Any
 
 COMMON_MAGIC = 0x54564319  # precedes the magic of every ordinary image
 SERVICE_MAGIC = 0x55105940  # precedes stats-* and irmap-cache
@@ -98,7 +101,7 @@ def _pattern_re(pattern: str) -> re.Pattern[str]:
     return re.compile(re.escape(head) + (r"(?P<id>[0-9]+)" if sep else "") + re.escape(tail))
 
 
-def _k(name: str, crit: str, magic: int | None, msg: type[Message] | None, pattern: str, **kw) -> ImageKind:
+def _k(name: str, crit: str, magic: int | None, msg: type[Message] | None, pattern: str, **kw: Any) -> ImageKind:
     return ImageKind(name, crit, magic, msg, pattern, **kw)
 
 
@@ -209,7 +212,7 @@ class Image(NamedTuple):
     (b"" for kinds without payload). Raw kinds have no entries and one payload."""
 
     kind: ImageKind
-    entries: list[Message]
+    entries: list[Entry]
     payloads: list[bytes]
 
 
@@ -251,7 +254,7 @@ def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
         want = "none" if kind.prefix is None else f"0x{kind.prefix:08x}"
         have = "none" if prefix is None else f"0x{prefix:08x}"
         raise ImageError(f"{name}: {kind.name} image with leading magic {have}, expected {want}")
-    entries: list[Message] = []
+    entries: list[Entry] = []
     payloads: list[bytes] = []
     while off < len(view):
         idx = len(entries)
@@ -263,7 +266,7 @@ def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
             raise ImageError(f"{name}: entry {idx}: length {size} exceeds the {len(view) - off} bytes left")
         cls = kind.head if (kind.head is not None and idx == 0) else kind.message
         assert cls is not None
-        msg = cls()
+        msg: Entry = cls()
         try:
             msg.ParseFromString(view[off : off + size].tobytes())
         except (DecodeError, RecursionError, ValueError) as e:
@@ -309,7 +312,7 @@ def _one_line(e: BaseException) -> str:
 # ---- encoding ----------------------------------------------------------------------
 
 
-def encode_image(kind: ImageKind, entries: Sequence[Message], payloads: Sequence[bytes] | None = None) -> bytes:
+def encode_image(kind: ImageKind, entries: Sequence[Entry], payloads: Sequence[bytes] | None = None) -> bytes:
     """The bytes of an image of `kind` (raw kinds: the concatenated payloads)."""
     if kind.raw:
         if entries:
@@ -355,7 +358,7 @@ def encode_image(kind: ImageKind, entries: Sequence[Message], payloads: Sequence
 def write_image(
     dest: str | os.PathLike[str] | BinaryIO,
     kind: ImageKind,
-    entries: Sequence[Message],
+    entries: Sequence[Entry],
     payloads: Sequence[bytes] | None = None,
 ) -> int:
     """Encode and write one image; returns the number of bytes written.
@@ -387,7 +390,7 @@ class Page:
     data: bytes | None  # None when the page is not in pages-N.img (PE_PARENT / PE_LAZY only)
 
 
-def page_present(entry: Message) -> bool:
+def page_present(entry: Entry) -> bool:
     """Whether a pagemap run's data is in pages-N.img (entries without flags predate them)."""
     if entry.HasField("flags"):
         return bool(entry.flags & PE_PRESENT)
@@ -444,7 +447,7 @@ class ImageDir:
         name = kind.filename(id)
         return self.load(name) if (self.path / name).is_file() else None
 
-    def entry(self, kind: ImageKind, id: int | str | None = None) -> Message | None:
+    def entry(self, kind: ImageKind, id: int | str | None = None) -> Entry | None:
         """The single entry of a single-entry image, or None if absent."""
         img = self.get(kind, id)
         return None if img is None else img.entries[0]

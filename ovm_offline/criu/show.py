@@ -75,7 +75,9 @@ Substitute = Callable[[Message, FieldDescriptor, int], Any]
 
 
 def display(field: FieldDescriptor) -> criu_display_pb2.ovm_display:
-    return field.GetOptions().Extensions[criu_display_pb2.ovm]
+    extension: Any = criu_display_pb2.ovm  # a generated extension: its stub type is looser than the runtime's
+    result: criu_display_pb2.ovm_display = field.GetOptions().Extensions[extension]
+    return result
 
 
 def map_flags(value: int, table: tuple[tuple[str, int], ...]) -> str:
@@ -111,7 +113,7 @@ def render_bytes(b: bytes) -> str:
 
 
 def _scalar(field: FieldDescriptor, value: Any, style: Style, hexed: bool) -> Any:
-    if field.type == FieldDescriptor.TYPE_ENUM:
+    if field.type == FieldDescriptor.TYPE_ENUM and field.enum_type is not None:
         ev = field.enum_type.values_by_number.get(value)
         return ev.name if ev is not None else value
     if field.type == FieldDescriptor.TYPE_BYTES:

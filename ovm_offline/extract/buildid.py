@@ -4,7 +4,7 @@ finds the same files; read from the guest's page cache."""
 from __future__ import annotations
 
 from ..kernel.core.memory import Program
-from ..kernel.core.objects import Struct
+from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs.fdtable import for_each_file, task_files
 from ..kernel.mm.mmap import for_each_vma
 from ..kernel.mm.pagecache import inode_build_id
@@ -13,7 +13,7 @@ from ..state import FileIdentity, ProcessState
 S_IFMT, S_IFREG = 0o170000, 0o100000
 
 
-def task_inodes(task: Struct) -> dict[tuple[int, int], object]:
+def task_inodes(task: Struct) -> dict[tuple[int, int], Pointer]:
     """``struct inode *`` of every file ``task_struct`` `task` maps or has open, by (dev, ino)."""
     files = []
     mm = task.mm

@@ -464,7 +464,7 @@ def extract_mm(
     if shmem_cache is None:
         shmem_cache = {}
     for kvma, v in pairs:
-        f = vma_file(kvma)
+        f = vma_file(kvma) if kvma is not None else None
         if f is not None:
             v.shmem = shared_memory_of(prog, f, shmem_cache)
             if v.shmem is not None and v.shmem.sysv:

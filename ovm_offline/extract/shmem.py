@@ -29,7 +29,7 @@ from ..kernel.ns.ipc import (
     task_ipc_ns,
 )
 from ..kernel.ns.nsproxy import ns_inum
-from ..state import IpcNamespaceState, IpcShmSegment, PageRun, SharedMemory
+from ..state import IpcNamespaceState, IpcShmSegment, PageRun, ProcessState, SharedMemory
 
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
@@ -86,6 +86,8 @@ def extract_ipc_namespace(prog: Program, ns: Pointer, cache: dict[int, SharedMem
     shared memory segments (with their contents, sharing `cache` with the VMAs that attach
     them). Message queues and semaphore sets are refused: ovm-offline cannot save them yet."""
     inum = ns_inum(ns)
+    if inum is None:
+        raise GuestDataError(f"ipc_namespace at 0x{int(ns):x} has no inode number")
     others = []
     for which, what in ((IPC_MSG_IDS, "message queue"), (IPC_SEM_IDS, "semaphore set")):
         ids = [perm.id for perm in ipc_for_each(prog, ipc_ids(ns, which))]
@@ -146,7 +148,11 @@ def extract_ipc_namespace(prog: Program, ns: Pointer, cache: dict[int, SharedMem
 
 
 def tree_ipc_namespace(
-    prog: Program, tree: list, processes: list, host_ipc_inum: int, cache: dict[int, SharedMemory]
+    prog: Program,
+    tree: list[Struct],
+    processes: list[ProcessState],
+    host_ipc_inum: int | None,
+    cache: dict[int, SharedMemory],
 ) -> IpcNamespaceState | None:
     """The IPC namespace CRIU saves for a process tree (``struct task_struct`` list `tree`,
     root first, and their `ProcessState`s): the root's, when it is not the host's (init's);

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from ..criu import images
 from ..criu.build.common import NET, F, fown
 from ..criu.build.files import ExtraImage, FileTable
-from ..errors import UnsupportedError
+from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs import dcache
@@ -101,7 +102,7 @@ def queued_packets(u: Struct, rcvbuf: int, where: str) -> list[QueuedPacket]:
     return out
 
 
-def unix_socket_state(prog: Program, file, where: str) -> UnixSocketState:
+def unix_socket_state(prog: Program, file: Pointer, where: str) -> UnixSocketState:
     """The `UnixSocketState` of a UNIX socket ``struct file *``; `where` names it in errors."""
     sock = file_socket(file)
     sk = socket_sock(sock)
@@ -136,11 +137,19 @@ def unix_socket_state(prog: Program, file, where: str) -> UnixSocketState:
         shutdown=sk.sk_shutdown,
         name=name,
         options=opts,
-        net_ns=ns_inum(common.skc_net.net),
+        net_ns=sock_net_inum(sk, where),
         bound=bound,
         name_deleted=deleted,
         queue=queue,
     )
+
+
+def sock_net_inum(sk: Struct, where: str) -> int:
+    """The inode number of the network namespace a ``struct sock`` belongs to."""
+    inum = ns_inum(sk.__sk_common.skc_net.net)
+    if inum is None:
+        raise GuestDataError(f"{where} belongs to no network namespace")
+    return inum
 
 
 def extract_unix(ctx: ExtractContext, f: OpenFile, file: Pointer) -> UnixSocketState:
@@ -216,7 +225,7 @@ class UnixWriter:
             ns_id=table.net_ns_id(u.net_ns),
         )
         if u.shutdown:
-            entry.shutdown = u.shutdown  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
+            entry.shutdown = cast(Any, u.shutdown)  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
         if u.bound is not None:
             entry.file_perms.mode, entry.file_perms.uid, entry.file_perms.gid = u.bound
         if u.name_deleted:

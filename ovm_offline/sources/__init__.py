@@ -13,7 +13,7 @@ from .kdump import FLAT_SIGNATURE, KDUMP_SIGNATURE, KdumpSource
 from .live import LiveSource, RecordedLiveSource, is_recorded_live
 
 
-def open_source(path: str | os.PathLike) -> PhysicalSource:
+def open_source(path: str | os.PathLike[str]) -> PhysicalSource:
     """Open a dump file by its magic (ELF, flattened makedumpfile stream, plain kdump), or a
     recorded live snapshot directory. Any problem is a SourceError naming the file."""
     path = Path(path)
@@ -35,7 +35,7 @@ def open_source(path: str | os.PathLike) -> PhysicalSource:
     raise fail(path, "unknown format: not an ELF core, kdump or flattened makedumpfile stream")
 
 
-def open_live(qmp: str | os.PathLike, mem: str | os.PathLike) -> LiveSource:
+def open_live(qmp: str | os.PathLike[str], mem: str | os.PathLike[str]) -> LiveSource:
     """Pause (if running) the QEMU guest behind QMP socket `qmp` and read its RAM from the
     memory-backend-file `mem`; closing the source resumes a guest it paused."""
     return LiveSource(qmp, mem)

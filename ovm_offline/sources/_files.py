@@ -20,7 +20,7 @@ from .base import PhysicalRun
 BULK_CHUNK = 8 << 20
 
 
-def fail(where: str | os.PathLike, problem: str) -> SourceError:
+def fail(where: str | os.PathLike[str], problem: str) -> SourceError:
     """The one-line error every bad input turns into: '<file>: <problem>'."""
     return SourceError(f"{where}: {problem}")
 
@@ -39,7 +39,7 @@ class ByteReader(Protocol):
 class MappedFile:
     """A read-only mmap of a file with bounds-checked reads; also keeps the fd for sendfile."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.name = str(path)
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -66,6 +66,10 @@ class PhysicalSource(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> PhysicalSource: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 def iter_chunks(start: int, length: int, chunk: int) -> Iterator[tuple[int, int]]:
     """Split [start, start+length) into (address, size) pieces of at most `chunk` bytes."""

@@ -16,7 +16,7 @@ from .elf_writer import core_layout
 from .kdump import KdumpSource
 
 
-def kdump_to_elf(src: str | os.PathLike | KdumpSource, out_path: str | os.PathLike) -> Path:
+def kdump_to_elf(src: str | os.PathLike[str] | KdumpSource, out_path: str | os.PathLike[str]) -> Path:
     """Write `src` (a kdump path or an open KdumpSource) as an ELF core at `out_path`; returns it."""
     out_path = Path(out_path)
     if isinstance(src, KdumpSource):

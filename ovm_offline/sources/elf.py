@@ -134,7 +134,7 @@ class ElfSource:
 
     format_name = "ELF core"
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         self._file = MappedFile(path)
         try:

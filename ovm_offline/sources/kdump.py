@@ -658,7 +658,7 @@ def open_layout(reader: ByteReader) -> PlainLayout | FlattenedLayout:
 class KdumpSource:
     """Guest-physical memory of a kdump-compressed file (flattened or plain)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         self._file = MappedFile(path)
         try:

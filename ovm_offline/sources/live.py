@@ -174,7 +174,7 @@ class RamFileSource:
     format_name = "live snapshot"
 
     def __init__(
-        self, memory_file: str | os.PathLike, mtree_text: str, registers_text: str, memdev: str | None = None
+        self, memory_file: str | os.PathLike[str], mtree_text: str, registers_text: str, memdev: str | None = None
     ) -> None:
         self.memory_file = str(memory_file)
         self._file = MappedFile(memory_file)
@@ -248,7 +248,7 @@ class RecordedLiveSource(RamFileSource):
 
     format_name = "live snapshot (recorded)"
 
-    def __init__(self, directory: str | os.PathLike, memdev: str | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike[str], memdev: str | None = None) -> None:
         directory = Path(directory)
         texts = []
         for name in (RECORDED_MTREE, RECORDED_REGISTERS):
@@ -260,7 +260,7 @@ class RecordedLiveSource(RamFileSource):
         self.directory = directory
 
 
-def is_recorded_live(path: str | os.PathLike) -> bool:
+def is_recorded_live(path: str | os.PathLike[str]) -> bool:
     path = Path(path)
     return path.is_dir() and (path / RECORDED_MEMORY).exists() and (path / RECORDED_MTREE).exists()
 
@@ -333,8 +333,8 @@ class LiveSource(RamFileSource):
 
     def __init__(
         self,
-        qmp_socket: str | os.PathLike,
-        memory_file: str | os.PathLike,
+        qmp_socket: str | os.PathLike[str],
+        memory_file: str | os.PathLike[str],
         memdev: str | None = None,
         timeout: float = QMP_TIMEOUT,
     ) -> None:
@@ -364,7 +364,7 @@ class LiveSource(RamFileSource):
             self._qmp.execute("stop")
             self.we_paused = True
 
-    def _find_memdev(self, memory_file: str | os.PathLike) -> str:
+    def _find_memdev(self, memory_file: str | os.PathLike[str]) -> str:
         """The id of the memory backend whose mem-path is `memory_file`."""
         backends = self._qmp.execute("query-memdev")
         ids = [b.get("id") for b in backends if b.get("id")]

@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 from google.protobuf.message import Message
 
@@ -110,7 +111,7 @@ class _Writer:
             F.fdinfo_entry(
                 id=self.files.open_file(fd.file),
                 flags=FD_CLOEXEC if fd.cloexec else 0,
-                type=self.files.fd_type(fd.file),
+                type=cast(Any, self.files.fd_type(fd.file)),
                 fd=fd.fd,
             )
             for fd in proc.fds

@@ -29,7 +29,10 @@ ExtraImage = tuple[images.ImageKind, list[Message], list[bytes] | None]
 class KindWriter(Protocol):
     """The CRIU side of one kind of open file, for one dump."""
 
-    fd_type: int  # CRIU's FdTypes value, in fdinfo entries
+    @property
+    def fd_type(self) -> int:
+        """CRIU's FdTypes value, in fdinfo entries."""
+        ...
 
     def write(self, table: FileTable, f: OpenFile) -> int:
         """Append the entries of `f` to `table` (in CRIU's order) and return its file id."""

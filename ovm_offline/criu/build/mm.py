@@ -129,7 +129,7 @@ class ShmemImages:
         directory: Path,
         files: FileTable,
         next_pages_id: Callable[[], int],
-        write_pages: Callable[[SharedMemory, Path], list] | None,
+        write_pages: Callable[[SharedMemory, Path], list[tuple[int, int, int]]] | None,
         written: Written,
     ) -> None:
         self.directory = directory
@@ -187,7 +187,7 @@ class ShmemImages:
         self.written.images += 1
         self.written.pages += sum(nr for _, nr, _ in runs)
 
-    def inode_entries(self) -> list:
+    def inode_entries(self) -> list[F.memfd_inode_entry]:
         """memfd.img: the inodes in the order they were met."""
         return [
             F.memfd_inode_entry(

@@ -26,13 +26,13 @@ class ObjectIds:
     def __init__(self, root_namespaces: NamespaceIds) -> None:
         self.root_namespaces = root_namespaces
         self._root_ns = {name: i for i, name in enumerate(NS_ORDER, start=1)}
-        self._ids: dict[tuple[str, int], int] = {}
+        self._ids: dict[tuple[str, int | None], int] = {}
 
     def kobj(self, kind: str, key: int) -> int:
         # 1 is criu's own object in a real dump: the inventory's root_ids say so
         return self._ids.setdefault((kind, key), len([k for k in self._ids if k[0] == kind]) + 2)
 
-    def ns(self, kind: str, inum: int) -> int:
+    def ns(self, kind: str, inum: int | None) -> int:
         if inum == getattr(self.root_namespaces, kind):
             return self._root_ns[kind]
         key = (f"ns-{kind}", inum)

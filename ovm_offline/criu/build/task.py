@@ -4,6 +4,7 @@ timers, rlimits, scheduling)."""
 from __future__ import annotations
 
 import struct
+from typing import Any, cast
 
 from ...state import REGISTER_NAMES, FpuState, ProcessState, ThreadState
 from .cgroup import CRIU_CG_SET
@@ -108,7 +109,7 @@ def thread_core(thread: ThreadState, leader: bool) -> T.thread_core_entry:
         if thread.rseq.cs_pointer:
             tcore.rseq_entry.rseq_cs_pointer = thread.rseq.cs_pointer
     if thread.seccomp_mode:
-        tcore.seccomp_mode = thread.seccomp_mode
+        tcore.seccomp_mode = cast(Any, thread.seccomp_mode)  # an enum field takes its int
     if thread.pdeath_signal:
         tcore.pdeath_sig = thread.pdeath_signal
     return tcore

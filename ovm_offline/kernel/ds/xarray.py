@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GuestDataError
 from ..core.objects import Struct
@@ -94,7 +94,7 @@ def xa_for_each(
     root_shift = _node_shift(prog, head - 2)
     visited = 0
 
-    def open_node(node: int, shift: int, base: int) -> list:
+    def open_node(node: int, shift: int, base: int) -> list[Any]:
         nonlocal visited
         visited += 1
         if visited > limit:

@@ -7,11 +7,12 @@ these readings lag the true instant of the snapshot by less than one tick.
 from __future__ import annotations
 
 from ..core.memory import Program
+from ..core.objects import Struct
 
 NSEC_PER_SEC = 10**9
 
 
-def timekeeper(prog: Program):
+def timekeeper(prog: Program) -> Struct:
     """struct timekeeper of the running kernel (tk_core.timekeeper)."""
     return prog["tk_core"].timekeeper
 
