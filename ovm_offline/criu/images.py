@@ -427,10 +427,6 @@ class ImageDir:
             self._cache[name] = read_image(self.path / name)
         return self._cache[name]
 
-    def load_all(self) -> dict[str, Image]:
-        """name -> decoded image for every image except the raw ones (pages-N.img, ...)."""
-        return {n: self.load(n) for n in self.names() if not self.kind_of(n).raw}
-
     def kind_of(self, name: str) -> ImageKind:
         """The kind of a file, from its name if raw, else from its magic."""
         k = kind_for_filename(name)

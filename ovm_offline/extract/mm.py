@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
@@ -500,16 +500,3 @@ def extract_mm(
         swapped_pages=swapped,
         zero_pages=zero,
     )
-
-
-class MmSummary(NamedTuple):
-    vmas: int
-    pages: int
-    bytes: int
-    zero_pages: int
-    swapped_pages: int
-
-
-def mm_summary(mm: MmState) -> MmSummary:
-    n = sum(r.length for r in mm.pages)
-    return MmSummary(len(mm.vmas), n // PAGE_SIZE, n, mm.zero_pages, mm.swapped_pages)

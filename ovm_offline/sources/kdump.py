@@ -106,7 +106,6 @@ class FlattenedLayout:
         self._sizes = sizes
         self._offsets = offsets
         self.size = starts[-1] + sizes[-1] if len(starts) else 0
-        self.record_count = len(starts)
 
     def records(self) -> Iterator[tuple[int, int, int]]:
         """(logical offset, size, container offset) of every record, by logical offset."""
@@ -672,10 +671,6 @@ class KdumpSource:
     @property
     def header(self) -> DiskDumpHeader:
         return self.image.header
-
-    @property
-    def sub_header(self) -> KdumpSubHeader:
-        return self.image.sub
 
     def runs(self) -> list[PhysicalRun]:
         return self.image.runs()

@@ -357,7 +357,6 @@ class LiveSource(RamFileSource):
 
     def _pause(self) -> None:
         status = self._qmp.execute("query-status")
-        self.initial_status = status.get("status", "unknown")
         if status.get("running"):
             atexit.register(self._atexit)
             self._paused_at = time.monotonic()

@@ -287,14 +287,3 @@ def unflatten(src_path: str | os.PathLike, dst_path: str | os.PathLike) -> None:
             out.truncate(layout.size)
     finally:
         source.close()
-
-
-def flatten_bytes(plain: bytes, max_record: int = 16384) -> bytes:
-    """A flattened stream holding `plain` (tests)."""
-    import io
-
-    out = io.BytesIO()
-    sink = FlatSink(out, max_record)
-    sink.write_at(0, plain)
-    sink.finish(len(plain))
-    return out.getvalue()

@@ -31,7 +31,6 @@ __all__ = [
 
 # vma_entry.status bits (CRIU's VMA_AREA_*)
 VMA_AREA_REGULAR = 0x1
-VMA_AREA_STACK = 0x2
 VMA_AREA_VSYSCALL = 0x4
 VMA_AREA_VDSO = 0x8
 VMA_AREA_HEAP = 0x20

@@ -280,13 +280,6 @@ class Program:
             v = (v + n) & U64
         return bytes(out)
 
-    def is_readable(self, vaddr: int, size: int = 1) -> bool:
-        try:
-            self.read(vaddr, size)
-            return True
-        except GuestDataError:
-            return False
-
 
 # --------------------------------------------------------------------------- open_kernel
 

@@ -161,10 +161,6 @@ class Pointer(Object):
     def __hash__(self) -> int:
         return hash(self._value)
 
-    @property
-    def target_type_(self) -> Type:
-        return self.type_.target
-
     def deref(self) -> Any:
         """The object pointed to (C's ``*p``); GuestDataError for NULL."""
         return self[0]

@@ -38,7 +38,6 @@ CR4_LA57 = 1 << 12
 # CR3: bits 0..11 are PCID/flags, bit 63 is "no flush" on writes; under KPTI
 # (PTI_USER_PGTABLE_MASK, bit 12) a vCPU in user mode holds the user half of an
 # 8 KiB-aligned pair, the kernel's is the page below.
-CR3_ADDR_MASK = ADDR_MASK
 KPTI_USER_BIT = 1 << 12
 
 MAX_TABLE_REPEATS = 64
@@ -116,7 +115,6 @@ class PageTables:
         self.runs = runs if runs is not None else PhysicalRuns.of(source)
         self._cache: OrderedDict[int, tuple[int, ...]] = OrderedDict()
         self._cache_max = cache_tables
-        self.tables_read = 0  # statistics: tables read from the source
 
     # ----- tables
     def table(self, paddr: int) -> tuple[int, ...] | None:
@@ -128,7 +126,6 @@ class PageTables:
         if not self.runs.contains(paddr, PAGE_SIZE):
             return None
         data = self.source.read(paddr, PAGE_SIZE)
-        self.tables_read += 1
         t = _ZERO_TABLE if not any(data) else _UNPACK_TABLE(data)
         self._cache[paddr] = t
         if len(self._cache) > self._cache_max:
@@ -345,13 +342,6 @@ class PhysicalRuns:
 def translate(source: PhysicalSource, root: int, vaddr: int, levels: int = 4) -> int | None:
     """Physical address of `vaddr` under the page tables at `root`, or None."""
     return PageTables(source, root, levels).translate(vaddr)
-
-
-def walk_range(
-    source: PhysicalSource, root: int, start: int, end: int, levels: int = 4, *, max_tables: int = 1 << 16
-) -> Iterator[Run | NonPresent]:
-    """See `PageTables.walk`."""
-    return PageTables(source, root, levels).walk(start, end, max_tables=max_tables)
 
 
 def present_runs(

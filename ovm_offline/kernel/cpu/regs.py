@@ -36,14 +36,10 @@ USER32_CS = 0x23
 USER_DS = 0x2B
 GDT_ENTRY_TLS_MIN = 12
 GDT_ENTRY_TLS_ENTRIES = 3
-GDT_ENTRIES = 16
 SEGMENT_TI_MASK = 0x4  # selector refers to the LDT
 
 #: arch/x86/include/asm/cpufeatures.h: word * 32 + bit
-X86_FEATURE_FPU = 0 * 32 + 0
-X86_FEATURE_FXSR = 0 * 32 + 24
 X86_FEATURE_XSAVE = 4 * 32 + 26
-X86_FEATURE_OSXSAVE = 4 * 32 + 27
 X86_FEATURE_FSGSBASE = 9 * 32 + 0
 
 #: user_regs_struct fields that come from struct pt_regs (the first 21, same order)

@@ -298,11 +298,6 @@ def inode_sb_dev(inode: Pointer | Struct) -> int:
     return sb.s_dev if sb else 0
 
 
-def inode_rdev(inode: Pointer | Struct) -> int:
-    """i_rdev of a ``struct inode`` (device files), kernel encoding."""
-    return inode.i_rdev
-
-
 def kdev_major(dev: int) -> int:
     return dev >> MINORBITS
 

@@ -28,32 +28,16 @@ TTY_DRIVER_TYPE_SYSTEM = 0x0001
 TTY_DRIVER_TYPE_CONSOLE = 0x0002
 TTY_DRIVER_TYPE_SERIAL = 0x0003
 TTY_DRIVER_TYPE_PTY = 0x0004
-TTY_DRIVER_TYPE_SCC = 0x0005
-TTY_DRIVER_TYPE_SYSCONS = 0x0006
-SYSTEM_TYPE_TTY = 0x0001
-SYSTEM_TYPE_CONSOLE = 0x0002
-SYSTEM_TYPE_SYSCONS = 0x0003
-SYSTEM_TYPE_SYSPTMX = 0x0004
 PTY_TYPE_MASTER = 0x0001
-PTY_TYPE_SLAVE = 0x0002
 
 # include/linux/tty.h: bit numbers in tty->flags
-TTY_THROTTLED = 0
-TTY_IO_ERROR = 1
-TTY_OTHER_CLOSED = 2
 TTY_EXCLUSIVE = 3
 TTY_PTY_LOCK = 16
-TTY_HUPPED = 18
 
 # include/uapi/linux/major.h
-TTY_MAJOR = 4
 TTYAUX_MAJOR = 5
-UNIX98_PTY_MASTER_MAJOR = 128
-UNIX98_PTY_SLAVE_MAJOR = 136
-UNIX98_PTY_MAJOR_COUNT = 8
 
 #: include/uapi/asm-generic/termbits.h: NCCS of struct ktermios on x86
-NCCS = 19
 #: tty indexes are below a driver's num, at most a few million (pty max is 1<<20)
 MAX_TTY_INDEX = 1 << 22
 
@@ -129,11 +113,6 @@ def tty_index(tty: Pointer | Struct) -> int:
     return i
 
 
-def tty_name(tty: Pointer | Struct) -> str:
-    """``tty->name`` (e.g. "pts0", "ptm0", "ttyS0")."""
-    return tty.name.string_().decode("utf-8", "backslashreplace")
-
-
 def tty_test_flag(tty: Pointer | Struct, bit: int) -> bool:
     """test_bit(bit, &tty->flags)."""
     return bool(tty.flags >> bit & 1)
@@ -175,16 +154,6 @@ def ktermios_values(t: Struct) -> tuple[list[int], bytes]:
     return [t.c_iflag, t.c_oflag, t.c_cflag, t.c_lflag, t.c_line, t.c_ispeed, t.c_ospeed], cc
 
 
-def tty_termios(tty: Pointer | Struct) -> Struct:
-    """``tty->termios`` (``struct ktermios``)."""
-    return tty.termios
-
-
-def tty_termios_locked(tty: Pointer | Struct) -> Struct:
-    """``tty->termios_locked`` (``struct ktermios``: bits TIOCSLCKTRMIOS froze)."""
-    return tty.termios_locked
-
-
 def task_ctty(task: Struct) -> Pointer | None:
     """The controlling terminal (``task->signal->tty``) of a ``struct task_struct``."""
     signal = task.signal
@@ -201,11 +170,6 @@ def tty_struct_has(tty: Pointer | Struct, member: str) -> bool:
 
 def _addr(obj: Pointer | Struct) -> int:
     return int(obj) if isinstance(obj, Pointer) else obj.address_
-
-
-def mkdev(major: int, minor: int) -> int:
-    """The kernel's internal dev_t (MAJOR << 20 | MINOR)."""
-    return major << 20 | minor
 
 
 def tty_driver_name(tty: Pointer | Struct, rdev: int) -> str:

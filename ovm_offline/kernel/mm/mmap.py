@@ -28,30 +28,19 @@ VM_READ = 0x00000001
 VM_WRITE = 0x00000002
 VM_EXEC = 0x00000004
 VM_SHARED = 0x00000008
-VM_MAYREAD = 0x00000010
 VM_MAYWRITE = 0x00000020
-VM_MAYEXEC = 0x00000040
 VM_MAYSHARE = 0x00000080
 VM_GROWSDOWN = 0x00000100
-VM_UFFD_MISSING = 0x00000200
 VM_PFNMAP = 0x00000400
-VM_UFFD_WP = 0x00001000
 VM_LOCKED = 0x00002000
 VM_IO = 0x00004000
 VM_SEQ_READ = 0x00008000
 VM_RAND_READ = 0x00010000
 VM_DONTCOPY = 0x00020000
-VM_DONTEXPAND = 0x00040000
-VM_LOCKONFAULT = 0x00080000
-VM_ACCOUNT = 0x00100000
 VM_NORESERVE = 0x00200000
 VM_HUGETLB = 0x00400000
-VM_SYNC = 0x00800000
-VM_ARCH_1 = 0x01000000
 VM_WIPEONFORK = 0x02000000
 VM_DONTDUMP = 0x04000000
-VM_SOFTDIRTY = 0x08000000
-VM_MIXEDMAP = 0x10000000
 VM_HUGEPAGE = 0x20000000
 VM_NOHUGEPAGE = 0x40000000
 VM_MERGEABLE = 0x80000000
@@ -133,23 +122,9 @@ def _mmap_list(mm: Struct, limit: int) -> Iterator[tuple[int, int, int]]:
         v = int(mm.prog_.struct("vm_area_struct", v).vm_next)
 
 
-def find_vma(mm: Pointer | Struct, addr: int) -> Struct | None:
-    """The ``struct vm_area_struct`` containing user address `addr`, or None."""
-    for vma in for_each_vma(mm):
-        if vma.vm_start <= addr < vma.vm_end:
-            return vma
-        if vma.vm_start > addr:
-            return None
-    return None
-
-
 def vma_flags(vma: Struct) -> int:
     """vm_flags of a ``struct vm_area_struct`` (a union with __vm_flags since 6.3)."""
     return vma.vm_flags & ULONG_MAX
-
-
-def vma_pages(vma: Struct) -> int:
-    return (vma.vm_end - vma.vm_start) >> PAGE_SHIFT
 
 
 def vma_file(vma: Struct) -> Pointer | None:
@@ -178,13 +153,6 @@ def vma_special_mapping_name(vma: Struct) -> str | None:
     return name.string_(64).decode("utf-8", "backslashreplace")
 
 
-def vma_is_legacy_special(vma: Struct) -> bool:
-    prog = vma.prog_
-    return prog.has_symbol("legacy_special_mapping_vmops") and int(vma.vm_ops) == prog.symbol_address(
-        "legacy_special_mapping_vmops"
-    )
-
-
 def vma_is_heap(vma: Struct, mm: Pointer | Struct) -> bool:
     """show_map_vma's [heap] test: the VMA overlaps [start_brk, brk]."""
     m = _mm(mm)
@@ -195,17 +163,6 @@ def vma_is_initial_stack(vma: Struct, mm: Pointer | Struct) -> bool:
     """show_map_vma's [stack] test: the VMA holds mm->start_stack."""
     m = _mm(mm)
     return vma.vm_start <= m.start_stack <= vma.vm_end
-
-
-def vma_anon_name(vma: Struct) -> str | None:
-    """The name given by prctl(PR_SET_VMA_ANON_NAME) (anon_vma_name), if any."""
-    if not vma.has_member_("anon_name") or vma_file(vma) is not None:
-        return None
-    an = vma.anon_name
-    if not an:
-        return None
-    # struct anon_vma_name { struct kref kref; char name[]; } (ANON_VMA_NAME_MAX_LEN 80)
-    return an.name.string_(80).decode("utf-8", "backslashreplace")
 
 
 class GateVma(NamedTuple):
@@ -332,11 +289,6 @@ def vmemmap_base(prog: Program) -> int:
     return cached
 
 
-def pfn_to_page(prog: Program, pfn: int) -> int:
-    """Address of the ``struct page`` of page frame `pfn`."""
-    return (vmemmap_base(prog) + pfn * STRUCT_PAGE_SIZE) & ULONG_MAX
-
-
 def zero_page_pfn(prog: Program) -> int:
     """The pfn of empty_zero_page (ZERO_PAGE: what read faults on anonymous memory map)."""
     cached = getattr(prog, "_zero_pfn", None)
@@ -391,10 +343,6 @@ def pages_anon(prog: Program, pfn: int, count: int) -> list[bool]:
             else:
                 out.append(bool(int.from_bytes(raw[o + map_off : o + map_off + 8], "little") & PAGE_MAPPING_ANON))
     return out
-
-
-def page_is_anon(prog: Program, pfn: int) -> bool:
-    return pages_anon(prog, pfn, 1)[0]
 
 
 # ------------------------------------------------------------------------- page cache

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 AF_UNIX = 1
 #: include/net/tcp_states.h
-TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN = 1, 7, 10
+TCP_ESTABLISHED, TCP_LISTEN = 1, 10
 #: include/linux/net.h: bits of socket->flags
 SOCK_PASSCRED, SOCK_PASSSEC = 1, 2
 #: include/net/sock.h: SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK

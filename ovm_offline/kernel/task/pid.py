@@ -92,21 +92,9 @@ def task_active_pid_ns(task: Struct) -> Pointer | None:
     return ns_of_pid(task_pid_ptr(task))
 
 
-def init_pid_ns(prog: Program) -> Struct:
-    """The initial ``struct pid_namespace``."""
-    return prog["init_pid_ns"]
-
-
 def pid_ns_inum(ns: Pointer | Struct) -> int:
     """The inode number (/proc/PID/ns/pid) of a ``struct pid_namespace``."""
     return ns.ns.inum
-
-
-def pid_ns_level(ns: Pointer | Struct) -> int:
-    level = ns.level
-    if not 0 <= level <= MAX_PID_NS_LEVEL:
-        raise GuestDataError(f"pid_namespace has impossible level {level}")
-    return level
 
 
 def task_ns_pid(task: Struct) -> int:
@@ -115,12 +103,6 @@ def task_ns_pid(task: Struct) -> int:
     if not pid:
         return 0
     return pid.numbers[pid_level(pid)].nr
-
-
-def task_ns_tgid(task: Struct) -> int:
-    """The thread group id inside the task's own PID namespace."""
-    ns = task_active_pid_ns(task)
-    return pid_nr_ns(task_tgid_ptr(task), ns) if ns is not None else 0
 
 
 def task_pgid(task: Struct, ns: Pointer | Struct | None = None) -> int:

@@ -7,12 +7,6 @@ from ...errors import GuestDataError
 from ..core.objects import Struct
 
 #: include/uapi/linux/sched.h
-SCHED_NORMAL = 0
-SCHED_FIFO = 1
-SCHED_RR = 2
-SCHED_BATCH = 3
-SCHED_IDLE = 5
-SCHED_DEADLINE = 6
 SCHED_EXT = 7
 SCHED_RESET_ON_FORK = 0x40000000
 #: include/linux/sched/prio.h

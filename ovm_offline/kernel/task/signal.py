@@ -26,7 +26,6 @@ SIGSTOP = 19
 #: include/uapi/asm-generic/siginfo.h: SI_MAX_SIZE, the user siginfo_t size
 SIGINFO_SIZE = 128
 #: include/uapi/linux/signal.h
-SS_ONSTACK = 1
 SS_DISABLE = 2
 SS_AUTODISARM = 1 << 31
 SS_FLAG_BITS = SS_AUTODISARM
@@ -141,11 +140,3 @@ def task_sigaltstack(task: Struct) -> tuple[int, int, int]:
     sp, size = task.sas_ss_sp, task.sas_ss_size
     flags = SS_DISABLE if not size else task.sas_ss_flags & SS_FLAG_BITS
     return sp, size, flags
-
-
-def task_on_sigaltstack(task: Struct, user_sp: int) -> bool:
-    """Was the task running on its alternate signal stack at `user_sp` (on_sig_stack)?"""
-    if task.sas_ss_flags & SS_AUTODISARM:
-        return False
-    sp, size = task.sas_ss_sp, task.sas_ss_size
-    return size != 0 and sp < user_sp and user_sp - sp <= size

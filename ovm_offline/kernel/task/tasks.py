@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 from ..core.paging import PageTables
 from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
@@ -15,7 +14,6 @@ if TYPE_CHECKING:
 
 #: include/linux/sched.h: PF_KTHREAD (unchanged since 2.6.27)
 PF_KTHREAD = 0x00200000
-PF_EXITING = 0x00000004
 
 #: fs/proc/array.c task_state_array, indexed by fls(state & TASK_REPORT)
 TASK_STATE_LETTERS = "RSDTtXZPI"
@@ -119,27 +117,11 @@ def task_pid(task: Struct) -> int:
     return task.pid
 
 
-def task_tgid(task: Struct) -> int:
-    """Global thread-group (process) id of a ``struct task_struct``."""
-    return task.tgid
-
-
 def task_ppid(task: Struct) -> int:
     """Global pid of the parent process (real_parent's tgid, as getppid()); 0 for
     init_task's direct children (pid 1 and 2), since init_task's tgid is 0."""
     parent = task.real_parent
     return parent.tgid if parent else 0
-
-
-def task_thread_count(task: Struct) -> int:
-    """signal->nr_threads of a thread-group leader."""
-    signal = task.signal
-    if not signal:
-        return 1
-    n = signal.nr_threads
-    if not 0 <= n <= MAX_THREADS:
-        raise GuestDataError(f"pid {task.pid}: impossible thread count {n}")
-    return n
 
 
 def _cred(task: Struct, real: bool) -> Pointer:

@@ -45,7 +45,6 @@ CPUCLOCK_PROF = 0
 CPUCLOCK_VIRT = 1
 REQUEUE_PENDING = 1
 #: include/uapi/asm-generic/siginfo.h
-SIGEV_SIGNAL = 0
 SIGEV_NONE = 1
 SIGEV_THREAD_ID = 4
 #: include/linux/hrtimer.h
