@@ -19,8 +19,8 @@ import os
 from collections.abc import Iterable
 
 from .errors import GuestDataError, SymbolError
+from .kernel.core.identify import open_kernel as _open_kernel
 from .kernel.core.memory import Program
-from .kernel.core.memory import open_kernel as _open_kernel
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from .kernel.task.pid import (
@@ -78,7 +78,7 @@ class ProcessInfo:
 
 
 def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[str]] = (), **kwargs) -> Program:
-    """Identify the guest kernel and its layout; see ovm_offline.kernel.core.memory.open_kernel."""
+    """Identify the guest kernel and its layout; see ovm_offline.kernel.core.identify.open_kernel."""
     return _open_kernel(source, symbol_dirs, **kwargs)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ovm_offline.errors import SymbolError
-from ovm_offline.kernel.core import symbols as symmod
+from ovm_offline.kernel.core import isf_cache as symmod
 from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
 from ovm_offline.kernel.core.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
 from tests.support.paths import ISF, REPO, SYMBOLS

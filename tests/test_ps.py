@@ -174,9 +174,9 @@ def test_missing_or_wrong_isf_is_a_one_line_error_naming_the_banner(recording, t
         [
             sys.executable,
             "-c",
-            "import sys; from ovm_offline.kernel.core import memory; "
+            "import sys; from ovm_offline.kernel.core import identify; "
             "from ovm_offline.sources import open_source; from ovm_offline.errors import OvmError\n"
-            "try:\n memory.open_kernel(open_source(sys.argv[1]), [sys.argv[2]], include_default_symbols=False)\n"
+            "try:\n identify.open_kernel(open_source(sys.argv[1]), [sys.argv[2]], include_default_symbols=False)\n"
             "except OvmError as e:\n print(e); sys.exit(3)",
             str(rec.elf),
             str(only),

@@ -14,7 +14,8 @@ Bad guest data raises GuestDataError, a missing or wrong ISF SymbolError, an
 unreadable source SourceError; each with a one-line message.
 """
 
-from .core.memory import FaultError, Program, open_kernel
+from .core.identify import open_kernel
+from .core.memory import FaultError, Program
 from .core.symbols import SymbolTable, load_isf
 
 __all__ = ["FaultError", "Program", "SymbolTable", "load_isf", "open_kernel"]
