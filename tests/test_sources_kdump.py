@@ -18,7 +18,7 @@ from ovm_offline.errors import SourceError
 from ovm_offline.sources import ElfSource, KdumpSource, open_source
 from ovm_offline.sources.convert import kdump_to_elf
 from ovm_offline.sources.elf import PN_XNUM
-from ovm_offline.sources.kdump import (
+from ovm_offline.sources.kdump_format import (
     DISK_DUMP_HEADER,
     FLAT_HEADER_SIZE,
     PAGE_DESC,

@@ -14,7 +14,7 @@ from volatility3.framework import contexts, exceptions  # noqa: E402
 from volatility3.framework.layers import physical  # noqa: E402
 
 from ovm_offline.sources import KdumpSource  # noqa: E402
-from ovm_offline.sources.kdump import PAGE_SIZE  # noqa: E402
+from ovm_offline.sources.kdump_format import PAGE_SIZE  # noqa: E402
 from ovm_offline.volatility.layers import KdumpLayer, KdumpStacker  # noqa: E402
 from tests.support.kdump_writer import KdumpContents, write_kdump  # noqa: E402
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from ._files import fail
 from .base import PhysicalRun, PhysicalSource, VcpuState
 from .elf import ELF_MAGIC, ElfSource
-from .kdump import FLAT_SIGNATURE, KDUMP_SIGNATURE, KdumpSource
+from .kdump import KdumpSource
+from .kdump_format import FLAT_SIGNATURE, KDUMP_SIGNATURE
 from .live import LiveSource, RecordedLiveSource, is_recorded_live
 
 

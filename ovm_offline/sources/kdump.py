@@ -13,365 +13,41 @@ page_desc per dumped page in pfn order, then the page data (zlib/lzo/snappy or r
 
 from __future__ import annotations
 
-import array
-import bisect
-import dataclasses
 import os
-import re
-import struct
-import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from ._files import BULK_CHUNK, ByteReader, MappedFile, fail, write_zeros
 from .base import PhysicalRun, VcpuState
+from .kdump_format import (
+    COMPRESSION_MASK,
+    COMPRESSION_NAMES,
+    DISK_DUMP_HEADER,
+    MAX_NOTE_BYTES,
+    MAX_PFNS,
+    MAX_RUNS,
+    PAGE_DESC,
+    PAGE_SIZE,
+    SUB_HEADER,
+    Bitmap,
+    DiskDumpHeader,
+    PageDesc,
+    bitmap_or,
+    decompress_page,
+    open_layout,
+    parse_disk_dump_header,
+    parse_page_descs,
+    parse_sub_header,
+)
 from .notes import ParsedNotes, parse_notes, parse_vmcoreinfo
 
-PAGE_SIZE = 4096
-
-# -- the flattened container ----------------------------------------------------------------------
-FLAT_SIGNATURE = b"makedumpfile"
-FLAT_HEADER_SIZE = 4096
-FLAT_HEADER = struct.Struct(">16sqq")  # signature, type, version
-FLAT_RECORD = struct.Struct(">qq")  # offset, size
-FLAT_TYPE = 1
-FLAT_VERSION = 1
-#: logical offsets beyond this are a corrupt record (the logical file of a 4 PiB guest is smaller)
-MAX_LOGICAL_SIZE = 1 << 62
-
-# -- the diskdump logical file ----------------------------------------------------------------------
-KDUMP_SIGNATURE = b"KDUMP   "
-DISK_DUMP_HEADER = struct.Struct("<8si390s6xQQIIIIIIIIIi")  # 464 bytes
-UTS_FIELD = 65
-SUB_HEADER = struct.Struct("<QIIQQQQQQQQQQQ")  # KdumpSubHeader64, 104 bytes
-PAGE_DESC = struct.Struct("<QIIQ")  # offset, size, flags, page_flags
-
-DUMP_DH_COMPRESSED_ZLIB = 0x1
-DUMP_DH_COMPRESSED_LZO = 0x2
-DUMP_DH_COMPRESSED_SNAPPY = 0x4
-DUMP_DH_COMPRESSED_ZSTD = 0x20
-COMPRESSION_NAMES = {
-    DUMP_DH_COMPRESSED_ZLIB: "zlib",
-    DUMP_DH_COMPRESSED_LZO: "lzo",
-    DUMP_DH_COMPRESSED_SNAPPY: "snappy",
-    DUMP_DH_COMPRESSED_ZSTD: "zstd",
-}
-COMPRESSION_MASK = 0x27
-
-#: x86-64: at most 52 physical address bits, so at most 2**40 pfns
-MAX_PFNS = 1 << 40
-MAX_NOTE_BYTES = 64 << 20
-#: more separate ranges of present pages than this is not a real machine's memory map
-MAX_RUNS = 1 << 20
-#: rank granularity: one cumulative count per 512 pfns (64 bitmap bytes): 8 bytes of index per
-#: 2 MiB of guest, and a rank costs one int.from_bytes of at most 64 bytes
-RANK_BLOCK_BYTES = 64
 #: pages decoded per batch in bulk reads (descriptor table slices of 24 KiB)
 BATCH_PAGES = 1024
+#: decoded pages kept for small reads
 PAGE_CACHE_PAGES = 256
 ZERO_PAGE = bytes(PAGE_SIZE)
 _ZEROS = memoryview(bytes(16 * PAGE_SIZE))
-
-
-# ==== logical file =================================================================================
-class PlainLayout:
-    """The logical file is the container itself."""
-
-    flattened = False
-
-    def __init__(self, reader: ByteReader) -> None:
-        self.reader = reader
-        self.name = reader.name
-        self.size = reader.size
-
-    def pread(self, offset: int, length: int) -> bytes:
-        return self.reader.pread(offset, length)
-
-
-class FlattenedLayout:
-    """The logical file rebuilt from flattened records: indexed once (O(records)), then random
-    access by binary search. Bytes no record covers read as zeros, as makedumpfile -R leaves them."""
-
-    flattened = True
-
-    def __init__(self, reader: ByteReader) -> None:
-        self.reader = reader
-        self.name = reader.name
-        if reader.size < FLAT_HEADER_SIZE:
-            raise fail(reader.name, "truncated makedumpfile header")
-        check_flat_header(reader.pread(0, FLAT_HEADER.size), reader.name)
-        starts, sizes, offsets = index_flat_records(reader)
-        self._starts = starts
-        self._sizes = sizes
-        self._offsets = offsets
-        self.size = starts[-1] + sizes[-1] if len(starts) else 0
-
-    def records(self) -> Iterator[tuple[int, int, int]]:
-        """(logical offset, size, container offset) of every record, by logical offset."""
-        return zip(self._starts, self._sizes, self._offsets)
-
-    def pread(self, offset: int, length: int) -> bytes:
-        if offset < 0 or length < 0 or offset + length > self.size:
-            raise fail(
-                self.name,
-                f"read of {length} bytes at logical offset {offset:#x} is beyond the dump ({self.size:#x} bytes); truncated?",
-            )
-        i = bisect.bisect_right(self._starts, offset) - 1
-        if i >= 0 and offset + length <= self._starts[i] + self._sizes[i]:
-            # the common case: one record holds it all
-            return self.reader.pread(self._offsets[i] + offset - self._starts[i], length)
-        parts = []
-        end = offset + length
-        i = max(i, 0)
-        while offset < end:
-            if i < len(self._starts) and self._starts[i] <= offset < self._starts[i] + self._sizes[i]:
-                take = min(end, self._starts[i] + self._sizes[i]) - offset
-                parts.append(self.reader.pread(self._offsets[i] + offset - self._starts[i], take))
-                i += 1
-            else:
-                if i < len(self._starts) and self._starts[i] <= offset:
-                    i += 1
-                    continue
-                nxt = self._starts[i] if i < len(self._starts) else end
-                take = min(end, nxt) - offset
-                parts.append(bytes(take))
-            offset += take
-        return b"".join(parts)
-
-
-def check_flat_header(data: bytes, where: str) -> None:
-    if len(data) < FLAT_HEADER.size:
-        raise fail(where, "truncated makedumpfile header")
-    signature, ftype, version = FLAT_HEADER.unpack_from(data)
-    if signature.rstrip(b"\0") != FLAT_SIGNATURE:
-        raise fail(where, "not a flattened makedumpfile stream")
-    if ftype != FLAT_TYPE or version != FLAT_VERSION:
-        raise fail(where, f"unsupported makedumpfile flattened format type {ftype} version {version}")
-
-
-def index_flat_records(reader: ByteReader) -> tuple[array.array, array.array, array.array]:
-    """(logical starts, sizes, container offsets) of all records, sorted by logical start.
-    Every step advances at least 16 bytes, so this ends for any input."""
-    starts, sizes, offsets = array.array("q"), array.array("q"), array.array("q")
-    pos = FLAT_HEADER_SIZE
-    where = reader.name
-    while True:
-        if pos + FLAT_RECORD.size > reader.size:
-            raise fail(where, f"flattened stream ends without its end marker at file offset {pos:#x}; truncated?")
-        start, size = FLAT_RECORD.unpack(reader.pread(pos, FLAT_RECORD.size))
-        pos += FLAT_RECORD.size
-        if start == -1 and size == -1:
-            break
-        if start < 0 or size < 0 or start + size > MAX_LOGICAL_SIZE:
-            raise fail(where, f"corrupt flattened record at file offset {pos - 16:#x} (offset {start}, size {size})")
-        if size > reader.size - pos:
-            raise fail(
-                where,
-                f"flattened record at file offset {pos - 16:#x} holds {size} bytes, beyond the end of the file; truncated?",
-            )
-        if size:
-            starts.append(start)
-            sizes.append(size)
-            offsets.append(pos)
-        pos += size
-    return _sort_records(where, starts, sizes, offsets)
-
-
-def _sort_records(where: str, starts: array.array, sizes: array.array, offsets: array.array):
-    if all(starts[i] < starts[i + 1] for i in range(len(starts) - 1)):
-        order = None
-    else:
-        # QEMU interleaves page descriptors and page data, so records come out of order
-        order = sorted(range(len(starts)), key=starts.__getitem__)
-        starts = array.array("q", (starts[i] for i in order))
-        sizes = array.array("q", (sizes[i] for i in order))
-        offsets = array.array("q", (offsets[i] for i in order))
-    for i in range(len(starts) - 1):
-        if starts[i] + sizes[i] > starts[i + 1]:
-            raise fail(where, f"flattened records overlap at logical offset {starts[i + 1]:#x}")
-    return starts, sizes, offsets
-
-
-# ==== headers =====================================================================================
-@dataclasses.dataclass(frozen=True)
-class DiskDumpHeader:
-    signature: bytes
-    header_version: int
-    utsname: tuple[str, ...]  # sysname, nodename, release, version, machine, domainname
-    timestamp_sec: int
-    timestamp_usec: int
-    status: int
-    block_size: int
-    sub_hdr_size: int
-    bitmap_blocks: int
-    max_mapnr: int
-    total_ram_blocks: int
-    device_blocks: int
-    written_blocks: int
-    current_cpu: int
-    nr_cpus: int
-
-
-@dataclasses.dataclass(frozen=True)
-class KdumpSubHeader:
-    phys_base: int
-    dump_level: int
-    split: int
-    start_pfn: int
-    end_pfn: int
-    offset_vmcoreinfo: int
-    size_vmcoreinfo: int
-    offset_note: int
-    size_note: int
-    offset_eraseinfo: int
-    size_eraseinfo: int
-    start_pfn_64: int
-    end_pfn_64: int
-    max_mapnr_64: int
-
-
-@dataclasses.dataclass(frozen=True)
-class PageDesc:
-    offset: int
-    size: int
-    flags: int
-    page_flags: int
-
-
-def parse_disk_dump_header(data: bytes, where: str) -> DiskDumpHeader:
-    if len(data) < DISK_DUMP_HEADER.size:
-        raise fail(where, "truncated kdump header")
-    fields = DISK_DUMP_HEADER.unpack_from(data)
-    if fields[0] != KDUMP_SIGNATURE:
-        raise fail(where, "not a kdump file (no 'KDUMP   ' signature)")
-    raw_uts = fields[2]
-    uts = tuple(
-        raw_uts[i * UTS_FIELD : (i + 1) * UTS_FIELD].split(b"\0", 1)[0].decode("ascii", "replace") for i in range(6)
-    )
-    return DiskDumpHeader(fields[0], fields[1], uts, *fields[3:])
-
-
-def parse_sub_header(data: bytes, where: str) -> KdumpSubHeader:
-    if len(data) < SUB_HEADER.size:
-        raise fail(where, "truncated kdump sub header")
-    return KdumpSubHeader(*SUB_HEADER.unpack_from(data))
-
-
-def parse_page_descs(data: bytes) -> list[PageDesc]:
-    return [PageDesc(*f) for f in PAGE_DESC.iter_unpack(data)]
-
-
-# ==== bitmaps =====================================================================================
-class Bitmap:
-    """A pfn bitmap (LSB first) with O(1) rank: cumulative popcounts per 64-byte block."""
-
-    def __init__(self, data: bytes, nbits: int) -> None:
-        nbytes = (nbits + 7) // 8
-        data = bytes(data[:nbytes])
-        if nbits % 8:
-            # bits past max_mapnr do not name pages
-            data = data[:-1] + bytes([data[-1] & ((1 << (nbits % 8)) - 1)])
-        self.data = data
-        self.nbits = nbits
-        self._cum = array.array("Q", [0])
-        total = 0
-        view = memoryview(data)
-        for start in range(0, len(data), RANK_BLOCK_BYTES):
-            total += int.from_bytes(view[start : start + RANK_BLOCK_BYTES], "little").bit_count()
-            self._cum.append(total)
-        self.count = total
-
-    def test(self, bit: int) -> bool:
-        return 0 <= bit < self.nbits and (self.data[bit >> 3] >> (bit & 7)) & 1 == 1
-
-    def rank(self, bit: int) -> int:
-        """Number of set bits below `bit`."""
-        if bit >= self.nbits:
-            return self.count
-        byte = bit >> 3
-        block = byte // RANK_BLOCK_BYTES
-        below = int.from_bytes(self.data[block * RANK_BLOCK_BYTES : byte], "little").bit_count()
-        return self._cum[block] + below + (self.data[byte] & ((1 << (bit & 7)) - 1)).bit_count()
-
-    def bits(self, start: int, count: int) -> int:
-        """Bits [start, start+count) as an int, bit 0 = `start`."""
-        value = int.from_bytes(self.data[start >> 3 : (start + count + 7) >> 3], "little") >> (start & 7)
-        return value & ((1 << count) - 1)
-
-    def runs(self) -> Iterator[tuple[int, int]]:
-        """(first bit, length) of every run of set bits, in order. Works a chunk of bits at a
-        time as a string so the scanning runs in C (re), not a Python loop per bit."""
-        chunk_bytes = 1 << 20
-        pending: list[int] | None = None
-        for base_byte in range(0, len(self.data), chunk_bytes):
-            chunk = self.data[base_byte : base_byte + chunk_bytes]
-            nbits = len(chunk) * 8
-            text = format(int.from_bytes(chunk, "little"), f"0{nbits}b")[::-1]
-            base = base_byte * 8
-            for m in re.finditer("1+", text):
-                start, end = base + m.start(), base + m.end()
-                if pending is not None and pending[0] + pending[1] == start:
-                    pending[1] += end - start
-                    continue
-                if pending is not None:
-                    yield pending[0], pending[1]
-                pending = [start, end - start]
-        if pending is not None:
-            yield pending[0], pending[1]
-
-
-def bitmap_or(a: bytes, b: bytes) -> bytes:
-    n = max(len(a), len(b))
-    return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(n, "little")
-
-
-# ==== decompression ==============================================================================
-def _snappy_length(data: bytes) -> int:
-    """The uncompressed length in a raw snappy stream's preamble (a varint)."""
-    value = shift = 0
-    for byte in data[:5]:
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value
-        shift += 7
-    return -1
-
-
-def decompress_page(data: bytes, flags: int, block_size: int) -> bytes:
-    """One page's bytes; raises ValueError (callers wrap it) on anything but exactly block_size bytes."""
-    method = flags & COMPRESSION_MASK
-    if method == 0:
-        out = data
-    elif method == DUMP_DH_COMPRESSED_ZLIB:
-        try:
-            out = zlib.decompress(data)
-        except zlib.error as exc:
-            raise ValueError(f"zlib: {exc}") from None
-    elif method == DUMP_DH_COMPRESSED_LZO:
-        import lzo  # optional dependency; only lzo dumps need it
-
-        try:
-            out = lzo.decompress(data, False, block_size)
-        except lzo.error as exc:
-            raise ValueError(f"lzo: {exc}") from None
-    elif method == DUMP_DH_COMPRESSED_SNAPPY:
-        import cramjam
-
-        # check the claimed size first: a hostile preamble could ask for gigabytes
-        if _snappy_length(data) != block_size:
-            raise ValueError("snappy: wrong uncompressed length")
-        try:
-            out = bytes(cramjam.snappy.decompress_raw(data))
-        except cramjam.DecompressionError as exc:
-            raise ValueError(f"snappy: {exc}") from None
-    elif method == DUMP_DH_COMPRESSED_ZSTD:
-        raise ValueError("zstd-compressed pages are not supported")
-    else:
-        raise ValueError(f"more than one compression flag set ({flags:#x})")
-    if len(out) != block_size:
-        raise ValueError(f"page decodes to {len(out)} bytes, not {block_size}")
-    return out
 
 
 # ==== the dump ====================================================================================
@@ -643,15 +319,6 @@ class _ChunkWriter:
 
     def release(self) -> None:
         self.view.release()
-
-
-def open_layout(reader: ByteReader) -> PlainLayout | FlattenedLayout:
-    head = reader.pread(0, min(reader.size, 16))
-    if head.startswith(FLAT_SIGNATURE):
-        return FlattenedLayout(reader)
-    if head.startswith(KDUMP_SIGNATURE):
-        return PlainLayout(reader)
-    raise fail(reader.name, "neither a flattened makedumpfile stream nor a kdump file")
 
 
 class KdumpSource:

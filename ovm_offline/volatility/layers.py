@@ -17,7 +17,8 @@ from volatility3.framework import constants, exceptions, interfaces
 from volatility3.framework.configuration import requirements
 
 from ..errors import SourceError
-from ..sources.kdump import FLAT_SIGNATURE, KDUMP_SIGNATURE, KdumpImage
+from ..sources.kdump import KdumpImage
+from ..sources.kdump_format import FLAT_SIGNATURE, KDUMP_SIGNATURE
 
 vollog = logging.getLogger(__name__)
 

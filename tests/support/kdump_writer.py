@@ -16,7 +16,8 @@ from typing import BinaryIO
 
 from ovm_offline.sources._files import MappedFile
 from ovm_offline.sources.base import PhysicalSource
-from ovm_offline.sources.kdump import (
+from ovm_offline.sources.kdump import ZERO_PAGE
+from ovm_offline.sources.kdump_format import (
     DISK_DUMP_HEADER,
     DUMP_DH_COMPRESSED_LZO,
     DUMP_DH_COMPRESSED_SNAPPY,
@@ -32,7 +33,6 @@ from ovm_offline.sources.kdump import (
     PAGE_SIZE,
     SUB_HEADER,
     UTS_FIELD,
-    ZERO_PAGE,
     FlattenedLayout,
 )
 from ovm_offline.sources.notes import NOTE_HEADER
