@@ -17,6 +17,8 @@ Made for checking ovm-offline's output (OURS) against `criu dump` of the same tr
 
 from __future__ import annotations
 
+__all__ = ["DEFAULT_IGNORES", "DiffResult", "Difference", "IgnoreRule", "diff_dirs", "main"]
+
 import argparse
 import re
 import sys
@@ -31,122 +33,20 @@ from google.protobuf.descriptor import FieldDescriptor
 from ovm_offline.errors import OvmError
 
 from . import images, show
+from .diff_rules import (
+    ABSENT,
+    CLONE_NS,
+    DEFAULT_IGNORES,
+    ENTRY_KEYS,
+    FILE_IDENTITY,
+    ID_FIELDS,
+    KOBJ_FIELDS,
+    NAME_ID_CLASS,
+    NESTED_KEYS,
+    VMA_FILE_MAPPED,
+    IgnoreRule,
+)
 from .images import ImageDir, ImageKind
-
-
-@dataclass(frozen=True)
-class IgnoreRule:
-    """A field path pattern and why it may differ.
-
-    Paths start with the image kind ("core", "mm", "stats") and use "." between fields and
-    "[...]" for list elements; "*" matches one field name, "[*]" any element. A rule matching
-    a prefix of a path ignores everything below it ("timens" ignores the whole image).
-    """
-
-    pattern: str
-    reason: str
-
-    def matches(self, path: str) -> bool:
-        return _rule_re(self.pattern).match(path) is not None
-
-
-def _rule_re(pattern: str) -> re.Pattern[str]:
-    rx = re.escape(pattern).replace(r"\[\*\]", r"\[[^\]]*\]").replace(r"\*", r"[^.\[\]]+")
-    return re.compile(rx + r"(?=$|[.\[])")
-
-
-# Extend this table rather than special-casing fields in the code.
-DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
-    IgnoreRule("stats", "stats-dump records how long criu's own dump took and how many pages it scanned"),
-    IgnoreRule("core.tc.timers.*.vsec", "itimer time remaining depends on the instant of the dump"),
-    IgnoreRule("core.tc.timers.*.vusec", "itimer time remaining depends on the instant of the dump"),
-    IgnoreRule("core.tc.timers.posix[*].vsec", "posix timer time remaining depends on the instant of the dump"),
-    IgnoreRule("core.tc.timers.posix[*].vnsec", "posix timer time remaining depends on the instant of the dump"),
-    IgnoreRule("core.tc.timers.posix[*].overrun", "overrun count keeps growing while the timer runs"),
-    IgnoreRule("files.tfd.vsec", "timerfd time remaining depends on the instant of the dump"),
-    IgnoreRule("files.tfd.vnsec", "timerfd time remaining depends on the instant of the dump"),
-    IgnoreRule(
-        "pagemap.pages.rseq_cpu_id",
-        "the kernel rewrites rseq cpu_id_start/cpu_id/node_id/mm_cid when criu's "
-        "parasite runs the task; a memory snapshot keeps the values of the moment",
-    ),
-    *(
-        IgnoreRule(
-            f"tty-info.{t}.c_cc[{i}]",
-            "criu copies the 19 c_cc bytes into the front of its 19-word array; "
-            "the later words are whatever its memory held",
-        )
-        for t in ("termios", "termios_locked")
-        for i in range(5, 19)
-    ),
-    IgnoreRule(
-        "timens", "CLOCK_MONOTONIC/BOOTTIME readings taken at dump time, from which restore derives the offsets"
-    ),
-    IgnoreRule("pagemap.head.pages_id", "names pages-N.img, a dump-local counter; pages are compared by content"),
-)
-
-ABSENT = "<absent>"  # value shown for a missing image, entry, field or page
-
-# ---- arbitrary ids --------------------------------------------------------------------
-
-CLONE_NS = {  # ns_file_entry.ns_cflag -> namespace id class
-    0x00020000: "mnt_ns", 0x02000000: "cgroup_ns", 0x04000000: "uts_ns", 0x08000000: "ipc_ns",
-    0x10000000: "user_ns", 0x20000000: "pid_ns", 0x40000000: "net_ns", 0x00000080: "time_ns",
-}  # fmt: skip
-
-KOBJ_FIELDS = ("vm_id", "files_id", "fs_id", "sighand_id", "pid_ns_id", "net_ns_id", "ipc_ns_id",
-               "uts_ns_id", "mnt_ns_id", "user_ns_id", "cgroup_ns_id", "time_ns_id")  # fmt: skip
-
-# (message, field) -> id class. Every `id` of a file_entry sub-message is a file id too.
-ID_FIELDS: dict[tuple[str, str], str] = {
-    ("file_entry", "id"): "file",
-    ("fdinfo_entry", "id"): "file",
-    ("mm_entry", "exe_file_id"): "file",
-    ("fs_entry", "cwd_id"): "file",
-    ("fs_entry", "root_id"): "file",
-    ("tty_file_entry", "regf_id"): "file",
-    ("fifo_entry", "regf_id"): "file",
-    ("eventpoll_tfd_entry", "id"): "file",
-    ("inotify_wd_entry", "id"): "file",
-    ("fanotify_mark_entry", "id"): "file",
-    ("sk_packet_entry", "id_for"): "file",
-    ("remap_file_path_entry", "orig_id"): "file",
-    ("task_core_entry", "cg_set"): "cg_set",
-    ("inventory_entry", "root_cg_set"): "cg_set",
-    ("cg_set_entry", "id"): "cg_set",
-    ("unix_sk_entry", "ns_id"): "net_ns",
-    ("inet_sk_entry", "ns_id"): "net_ns",
-    ("packet_sock_entry", "ns_id"): "net_ns",
-    ("netlink_sk_entry", "ns_id"): "net_ns",
-    ("tunfile_entry", "ns_id"): "net_ns",
-    ("netns_id", "target_ns_id"): "net_ns",
-    **{("task_kobj_ids_entry", f): f[: -len("_id")] for f in KOBJ_FIELDS},
-}
-assert images.FILES.message is not None
-FILE_SUBMESSAGES = tuple(
-    f.message_type.name for f in images.FILES.message.DESCRIPTOR.fields if f.message_type is not None
-)
-for _m in FILE_SUBMESSAGES:
-    ID_FIELDS[(_m, "id")] = "file"
-
-VMA_FILE_MAPPED = 0x40 | 0x80  # VMA_FILE_PRIVATE | VMA_FILE_SHARED: shmid is a file id
-
-# Image kinds whose "{id}" is an arbitrary id of this class (else it is a pid or literal).
-NAME_ID_CLASS = {
-    "fdinfo": "files", "utsns": "uts_ns", "ipcns-var": "ipc_ns", "ipcns-shm": "ipc_ns", "mountpoints": "mnt_ns",
-    "netns": "net_ns", "userns": "user_ns", "pidns": "pid_ns",
-}  # fmt: skip
-
-# How the entries of a multi-entry image are paired up: by this field (after id
-# canonicalisation) rather than by position. Nested lists likewise, by path.
-ENTRY_KEYS = {"files": "id", "fdinfo": "fd", "pstree": "pid", "mountpoints": "mnt_id", "tty-info": "id",
-              "pipes-data": "pipe_id", "fifo-data": "pipe_id"}  # fmt: skip
-NESTED_KEYS = {"mm.vmas": "start", "cgroup.sets": "id"}
-
-_FILE_IDENTITY = {  # file_entry sub-message -> field naming the object, for readable keys
-    "reg": "name", "pipe": "pipe_id", "fifo": "pipe_id", "tty": "tty_info_id", "usk": "ino",
-    "isk": "ino", "psk": "id", "nlsk": "ino",
-}  # fmt: skip
 
 
 @dataclass
@@ -239,7 +139,7 @@ class IdMap:
 def _file_identity(e: images.Entry) -> str:
     t = images.FILES.message.DESCRIPTOR.fields_by_name["type"].enum_type.values_by_number  # type: ignore[union-attr]
     tname = t[e.type].name if e.type in t else str(e.type)
-    for sub, attr in _FILE_IDENTITY.items():
+    for sub, attr in FILE_IDENTITY.items():
         if e.HasField(sub):
             return f"{tname}:{getattr(getattr(e, sub), attr)}"
     return tname
