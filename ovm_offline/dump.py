@@ -21,9 +21,9 @@ from .errors import GuestDataError, NoSuchProcess, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
+from .extract.ipc import tree_ipc_namespace
 from .extract.mm import extract_mm
 from .extract.pages import PagesStats, write_page_runs, write_pages
-from .extract.shmem import tree_ipc_namespace
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
 from .kernel.core.objects import Pointer, Struct

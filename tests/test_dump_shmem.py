@@ -340,7 +340,7 @@ def test_ipc_ids_walk_checks_ids_and_counts(fake):
 
 
 def test_ipc_namespace_with_message_queues_is_refused_by_name(fake):
-    from ovm_offline.extract.shmem import extract_ipc_namespace
+    from ovm_offline.extract.ipc import extract_ipc_namespace
 
     ns = _ipc_ns(fake, {IPC_MSG_IDS: {0: 0, 1: 1}})
     assert_one_line_error(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ovm_offline.criu.build.mm import vma_status as criu_vma_status
-from ovm_offline.extract.mm import (
+from ovm_offline.extract.vma import (
     MAP_ANONYMOUS,
     MAP_GROWSDOWN,
     MAP_HUGETLB,
