@@ -235,7 +235,8 @@ class _Walk:
                 " looping or hostile page tables"
             )
 
-    def _table(self, table_pa: int, level: int, base: int, lo: int, hi: int) -> Iterator[Run | NonPresent]:
+    def _visit(self, table_pa: int) -> None:
+        """Count a table against the walk's budget; a table met too often is a loop."""
         self._spend()
         if table_pa in self.seen:
             self.repeats += 1
@@ -247,46 +248,59 @@ class _Walk:
                 )
         else:
             self.seen.add(table_pa)
-        pt = self.pt
-        t = pt.table(table_pa)
-        shift = level_shift(level)
-        span = 1 << shift
-        levels = self.levels
+
+    def _table(self, table_pa: int, level: int, base: int, lo: int, hi: int) -> Iterator[Run | NonPresent]:
+        self._visit(table_pa)
+        t = self.pt.table(table_pa)
         if t is None:
             if self.report:
                 r = self.flush()
                 if r is not None:
                     yield r
-                yield NonPresent(canonical(lo, levels), hi - lo, level + 1, table_pa | PTE_PRESENT)
+                yield NonPresent(canonical(lo, self.levels), hi - lo, level + 1, table_pa | PTE_PRESENT)
             return
         if t is _ZERO_TABLE:
             return
+        shift = level_shift(level)
         first = (lo - base) >> shift
         last = (hi - 1 - base) >> shift
         if level == 1:
-            # Hot loop: 4 KiB pages. Merge into the pending run while contiguous.
-            pv, pp, pl = self.pv, self.pp, self.pl
-            report = self.report
-            vbase = canonical(base, levels)  # one table never straddles the canonical hole
-            for i in range(first, last + 1):
-                e = t[i]
-                if not e & PTE_PRESENT:
-                    if e and report:
-                        if pl:
-                            yield Run(pv, pp, pl)
-                            pl = 0
-                        yield NonPresent(vbase + (i << 12), PAGE_SIZE, 1, e)
-                    continue
-                pa = e & ADDR_MASK
-                v = vbase + (i << 12)
-                if pl and pa == pp + pl and v == pv + pl:
-                    pl += PAGE_SIZE
-                else:
+            yield from self._ptes(t, first, last, base)
+        else:
+            yield from self._upper(t, level, first, last, base, lo, hi)
+
+    def _ptes(self, t: tuple[int, ...], first: int, last: int, base: int) -> Iterator[Run | NonPresent]:
+        """Hot loop: the 4 KiB pages of a page table, merged into the pending run while
+        contiguous."""
+        pv, pp, pl = self.pv, self.pp, self.pl
+        report = self.report
+        vbase = canonical(base, self.levels)  # one table never straddles the canonical hole
+        for i in range(first, last + 1):
+            e = t[i]
+            if not e & PTE_PRESENT:
+                if e and report:
                     if pl:
                         yield Run(pv, pp, pl)
-                    pv, pp, pl = v, pa, PAGE_SIZE
-            self.pv, self.pp, self.pl = pv, pp, pl
-            return
+                        pl = 0
+                    yield NonPresent(vbase + (i << 12), PAGE_SIZE, 1, e)
+                continue
+            pa = e & ADDR_MASK
+            v = vbase + (i << 12)
+            if pl and pa == pp + pl and v == pv + pl:
+                pl += PAGE_SIZE
+            else:
+                if pl:
+                    yield Run(pv, pp, pl)
+                pv, pp, pl = v, pa, PAGE_SIZE
+        self.pv, self.pp, self.pl = pv, pp, pl
+
+    def _upper(
+        self, t: tuple[int, ...], level: int, first: int, last: int, base: int, lo: int, hi: int
+    ) -> Iterator[Run | NonPresent]:
+        """The entries of a table above the page tables: huge pages (2 MiB, 1 GiB) join the
+        pending run, tables below are walked."""
+        shift = level_shift(level)
+        span = 1 << shift
         for i in range(first, last + 1):
             e = t[i]
             ent_base = base + (i << shift)
@@ -297,11 +311,11 @@ class _Walk:
                     r = self.flush()
                     if r is not None:
                         yield r
-                    yield NonPresent(canonical(s, levels), x - s, level, e)
+                    yield NonPresent(canonical(s, self.levels), x - s, level, e)
                 continue
             if e & PTE_PS and level in (2, 3):
                 pa = (e & ADDR_MASK & ~(span - 1)) + (s - ent_base)
-                v = canonical(s, levels)
+                v = canonical(s, self.levels)
                 if self.pl and pa == self.pp + self.pl and v == self.pv + self.pl:
                     self.pl += x - s
                 else:

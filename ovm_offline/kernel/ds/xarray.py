@@ -89,25 +89,10 @@ def xa_for_each(
         if head & 3 != 2:  # a single entry at index 0
             yield 0, 1, head
         return
-    slots_off = prog.member_offset("xa_node", "slots")
-    shift_off = prog.member_offset("xa_node", "shift")
-    root_shift = _node_shift(prog, head - 2)
-    visited = 0
-
-    def open_node(node: int, shift: int, base: int) -> list[Any]:
-        nonlocal visited
-        visited += 1
-        if visited > limit:
-            raise GuestDataError(f"xarray at 0x{xa.address_:x} has more than {limit} nodes and entries")
-        own = prog.read_u8(node + shift_off)
-        if own != shift:
-            raise GuestDataError(f"xa_node 0x{node:x} has shift {own} where its parent says {shift}")
-        slots = struct.unpack(f"<{XA_CHUNK_SIZE}Q", prog.read(node + slots_off, 8 * XA_CHUNK_SIZE))
-        return [node, shift, base, 0, slots]
-
+    nodes = _NodeReader(prog, xa, limit)
     # frames of [node address, shift, first index covered, next slot, slots]: depth-first,
     # so entries come out in index order
-    stack = [open_node(head - 2, root_shift, 0)]
+    stack = [nodes.open(head - 2, _node_shift(prog, head - 2), 0)]
     while stack:
         frame = stack[-1]
         node, shift, base, i, slots = frame
@@ -115,27 +100,56 @@ def xa_for_each(
             stack.pop()
             continue
         frame[3] = i + 1
-        entry = slots[i]
+        entry = _slot_entry(node, slots, i)
         first = base + (i << shift)
         if not entry:
             continue
-        if xa_is_sibling(entry):
-            canonical = entry >> 2
-            if canonical >= i:
-                raise GuestDataError(
-                    f"xa_node 0x{node:x} slot {i} is a sibling of slot {canonical}, not of an earlier one"
-                )
-            entry = slots[canonical]
-            if entry & 3 == 2:  # the sibling of a node or internal entry: nothing of its own
-                continue
         if xa_is_node(entry):
             if shift == 0:
                 raise GuestDataError(f"xa_node 0x{node:x} has a child node below shift 0")
-            stack.append(open_node(entry - 2, shift - XA_CHUNK_SHIFT, first))
+            stack.append(nodes.open(entry - 2, shift - XA_CHUNK_SHIFT, first))
             continue
         if entry & 3 == 2:  # retry, zero and other internal entries hold nothing
             continue
-        visited += 1
-        if visited > limit:
-            raise GuestDataError(f"xarray at 0x{xa.address_:x} has more than {limit} nodes and entries")
+        nodes.count()
         yield first, 1 << shift, entry
+
+
+class _NodeReader:
+    """Reads the ``struct xa_node``s of one xarray walk, counting nodes and entries against
+    the walk's limit."""
+
+    def __init__(self, prog: Program, xa: Struct, limit: int) -> None:
+        self.prog = prog
+        self.xa = xa
+        self.limit = limit
+        self.visited = 0
+        self.slots_off = prog.member_offset("xa_node", "slots")
+        self.shift_off = prog.member_offset("xa_node", "shift")
+
+    def count(self) -> None:
+        self.visited += 1
+        if self.visited > self.limit:
+            raise GuestDataError(f"xarray at 0x{self.xa.address_:x} has more than {self.limit} nodes and entries")
+
+    def open(self, node: int, shift: int, base: int) -> list[Any]:
+        """A stack frame for the node at `node`, whose parent says its shift is `shift`."""
+        self.count()
+        own = self.prog.read_u8(node + self.shift_off)
+        if own != shift:
+            raise GuestDataError(f"xa_node 0x{node:x} has shift {own} where its parent says {shift}")
+        slots = struct.unpack(f"<{XA_CHUNK_SIZE}Q", self.prog.read(node + self.slots_off, 8 * XA_CHUNK_SIZE))
+        return [node, shift, base, 0, slots]
+
+
+def _slot_entry(node: int, slots: tuple[int, ...], i: int) -> int:
+    """The entry slot `i` of a node holds: a sibling slot's canonical entry for a multi-index
+    entry (0 when that is a node or an internal entry: nothing of its own)."""
+    entry = slots[i]
+    if not xa_is_sibling(entry):
+        return entry
+    canonical = entry >> 2
+    if canonical >= i:
+        raise GuestDataError(f"xa_node 0x{node:x} slot {i} is a sibling of slot {canonical}, not of an earlier one")
+    entry = slots[canonical]
+    return 0 if entry & 3 == 2 else entry

@@ -193,24 +193,31 @@ def d_path_info(path: Struct, root: Struct | None = None) -> PathInfo:
     unlinked = d_unlinked(dentry)
     if pseudo is not None:
         return PathInfo(pseudo[0], pseudo[1] or unlinked, True, True)
+    names, reachable = _prepend_path(prog, int(path.dentry), dentry, mnt, root)
+    return PathInfo("/" + "/".join(reversed(names)), unlinked, False, reachable)
+
+
+def _prepend_path(
+    prog: Program, start: int, dentry: Struct, mnt: Struct, root: Struct | None
+) -> tuple[list[str], bool]:
+    """The names from `dentry` (of ``struct mount`` `mnt`) up to `root` or the top of the mount
+    tree, last first, and whether the file is reachable from there (the kernel's
+    __prepend_path). `start` names the walk in errors."""
     root_dentry = int(root.dentry) if root is not None else None
     root_mnt = int(root.mnt) if root is not None else None
-
     names: list[str] = []
     total = 0
-    reachable = True
     seen_mounts: set[int] = set()
     steps = 0
     while True:
         d_addr = dentry.address_
         mnt_vfs = mnt.address_ + prog.member_offset("mount", "mnt")
         if root is not None and d_addr == root_dentry and mnt_vfs == root_mnt:
-            break
+            return names, True
         steps += 1
         if steps > MAX_COMPONENTS + MAX_MOUNT_DEPTH:
             raise GuestDataError(
-                f"d_path of dentry 0x{int(path.dentry):x}: more than"
-                f" {MAX_COMPONENTS} components or {MAX_MOUNT_DEPTH} mounts: looping"
+                f"d_path of dentry 0x{start:x}: more than {MAX_COMPONENTS} components or {MAX_MOUNT_DEPTH} mounts: looping"
             )
         parent = int(dentry.d_parent)
         if d_addr == int(mnt.mnt.mnt_root):
@@ -218,8 +225,7 @@ def d_path_info(path: Struct, root: Struct | None = None) -> PathInfo:
             if int(m) != mnt.address_ and m:
                 if mnt.address_ in seen_mounts or len(seen_mounts) >= MAX_MOUNT_DEPTH:
                     raise GuestDataError(
-                        f"d_path of dentry 0x{int(path.dentry):x}: mount chain loops"
-                        f" or is deeper than {MAX_MOUNT_DEPTH}"
+                        f"d_path of dentry 0x{start:x}: mount chain loops or is deeper than {MAX_MOUNT_DEPTH}"
                     )
                 seen_mounts.add(mnt.address_)
                 dentry = _dentry(prog, mnt.mnt_mountpoint)
@@ -227,18 +233,15 @@ def d_path_info(path: Struct, root: Struct | None = None) -> PathInfo:
                 continue
             # The top of the mount tree: the root asked for is not above this file
             # (unless none was asked for); a detached mount (no namespace) is unreachable.
-            reachable = root is None and bool(mnt.mnt_ns)
-            break
+            return names, root is None and bool(mnt.mnt_ns)
         if parent == d_addr or not parent:
-            reachable = False  # escaped: a disconnected dentry or one outside the root
-            break
+            return names, False  # escaped: a disconnected dentry or one outside the root
         name = _decode(dentry_name(dentry))
         total += len(name.encode("utf-8", "surrogateescape")) + 1
         if total > PATH_MAX:
-            raise GuestDataError(f"d_path of dentry 0x{int(path.dentry):x}: longer than PATH_MAX ({PATH_MAX})")
+            raise GuestDataError(f"d_path of dentry 0x{start:x}: longer than PATH_MAX ({PATH_MAX})")
         names.append(name)
         dentry = _dentry(prog, parent)
-    return PathInfo("/" + "/".join(reversed(names)), unlinked, False, reachable)
 
 
 def d_path(path: Struct, root: Struct | None = None) -> str:
