@@ -16,6 +16,8 @@ import click
 from . import sources
 from .errors import ExitCode, OvmError
 
+__all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ovm-offline")

@@ -38,6 +38,9 @@ from .refusals import Refusal, decide
 from .sources.base import PhysicalSource
 from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
 
+__all__ = ["classify"]
+
+
 MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
 EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from .errors import OutputExistsError, OvmError
 
+__all__ = ["atomic_directory", "check_target"]
+
 
 def check_target(target: Path, force: bool) -> None:
     """Refuse an existing non-empty directory (or a non-directory) unless `force`."""

@@ -16,6 +16,48 @@ from .pb import criu_net_pb2 as net_pb
 from .pb import criu_ns_pb2 as ns_pb
 from .pb import criu_task_pb2 as task_pb
 
+__all__ = [
+    "CGROUP",
+    "COMMON_MAGIC",
+    "CORE",
+    "FDINFO",
+    "FIFO_DATA",
+    "FILES",
+    "FS",
+    "IDS",
+    "INVENTORY",
+    "IPCNS_SHM",
+    "IPCNS_VAR",
+    "ImageKind",
+    "KINDS",
+    "KINDS_BY_MAGIC",
+    "KINDS_BY_NAME",
+    "MEMFD_INODE",
+    "MM",
+    "MOUNTPOINTS",
+    "NETNS",
+    "NOT_IMAGES",
+    "PAGEMAP",
+    "PAGES",
+    "PAGE_SIZE",
+    "PE_LAZY",
+    "PE_PARENT",
+    "PE_PRESENT",
+    "PIPES_DATA",
+    "PSTREE",
+    "SECCOMP",
+    "SERVICE_MAGIC",
+    "SHMEM_PAGEMAP",
+    "SK_QUEUES",
+    "STATS",
+    "TCP_STREAM",
+    "TIMENS",
+    "TTY_INFO",
+    "UTSNS",
+    "kind_for_filename",
+]
+
+
 COMMON_MAGIC = 0x54564319  # precedes the magic of every ordinary image
 SERVICE_MAGIC = 0x55105940  # precedes stats-* and irmap-cache
 PAGE_SIZE = 4096

@@ -11,6 +11,20 @@ from dataclasses import dataclass
 
 from . import images
 
+__all__ = [
+    "ABSENT",
+    "CLONE_NS",
+    "DEFAULT_IGNORES",
+    "ENTRY_KEYS",
+    "FILE_IDENTITY",
+    "ID_FIELDS",
+    "IgnoreRule",
+    "KOBJ_FIELDS",
+    "NAME_ID_CLASS",
+    "NESTED_KEYS",
+    "VMA_FILE_MAPPED",
+]
+
 
 @dataclass(frozen=True)
 class IgnoreRule:

@@ -28,6 +28,9 @@ from ovm_offline.errors import OvmError
 from . import images
 from .pb import criu_display_pb2
 
+__all__ = ["show_dir"]
+
+
 Style = Literal["plain", "crit", "pretty"]
 
 # Bit tables for fields marked (ovm).flags; names as crit prints them.

@@ -10,6 +10,9 @@ from ..kernel.mm.mmap import for_each_vma
 from ..kernel.mm.pagecache import inode_build_id
 from ..state import FileIdentity, ProcessState
 
+__all__ = ["attach_build_ids"]
+
+
 S_IFMT, S_IFREG = 0o170000, 0o100000
 
 

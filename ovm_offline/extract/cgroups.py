@@ -28,6 +28,9 @@ from ..kernel.ds.list import list_for_each_entry
 from ..kernel.ns.cgroup import cgroup_path, kernfs_name, task_dfl_cgroup
 from ..state import CgroupDir, CgroupPerms, CgroupProperty
 
+__all__ = ["task_cgroup_dir"]
+
+
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
 

@@ -39,6 +39,9 @@ from ..kernel.task.pid import pid_nr_ns, pid_type
 from ..kernel.task.tasks import task_pid
 from ..state import Fd, FileIdentity, FileKindName, FsState, OpenFile, Owner
 
+__all__ = ["F_OWNER_PGRP", "F_OWNER_PID", "extract_files", "extract_fs", "file_owner_state"]
+
+
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
 

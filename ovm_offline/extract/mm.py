@@ -74,6 +74,9 @@ from .vma import (
     vsyscall_vma,
 )
 
+__all__ = ["MmBusyError", "extract_mm"]
+
+
 # ------------------------------------------------------------------------- pages
 
 

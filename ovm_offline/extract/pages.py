@@ -30,6 +30,18 @@ from typing import BinaryIO
 from ..sources.base import PhysicalSource
 from ..state import MmState, PageRun
 
+__all__ = [
+    "PAGE_SIZE",
+    "PE_LAZY",
+    "PE_PRESENT",
+    "PIPE_MAX_PAGES",
+    "PagesStats",
+    "pagemap_entries",
+    "write_page_runs",
+    "write_pages",
+]
+
+
 PAGE_SIZE = 4096
 
 # criu/include/pagemap.h / images/pagemap.proto

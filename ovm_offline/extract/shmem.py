@@ -19,6 +19,9 @@ from ..kernel.fs import dcache
 from ..kernel.mm.shmem import SYSV_NAME_PREFIX, file_on_shm_mnt, shmem_data_pages, shmem_pages_runs, shmem_seals
 from ..state import PageRun, SharedMemory
 
+__all__ = ["shared_memory_of"]
+
+
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
 

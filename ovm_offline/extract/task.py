@@ -65,6 +65,9 @@ from ..state import (
     ThreadState,
 )
 
+__all__ = ["SNAPSHOT_DIFFERENCES", "TIMER_SIGNAL_RACE", "TaskCommon", "extract_task_common", "restart_syscall_fixup"]
+
+
 # include/linux/errno.h (kernel-internal restart codes) and EINTR
 ERESTARTSYS = 512
 ERESTARTNOINTR = 513

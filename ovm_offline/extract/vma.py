@@ -39,6 +39,27 @@ from ..kernel.mm.mmap import (
 )
 from ..state import FileIdentity, Vma
 
+__all__ = [
+    "CRIU_AUXV_WORDS",
+    "MAP_ANONYMOUS",
+    "MAP_GROWSDOWN",
+    "MAP_HUGETLB",
+    "MAP_LOCKED",
+    "MAP_NORESERVE",
+    "MAP_PRIVATE",
+    "MAP_SHARED",
+    "PROT_EXEC",
+    "criu_can_be_lazy",
+    "criu_dumps_pages_of",
+    "criu_lazy_allowed",
+    "vm_madvise",
+    "vm_map_flags",
+    "vm_prot",
+    "vma_to_state",
+    "vsyscall_vma",
+]
+
+
 if TYPE_CHECKING:
     pass
 

@@ -15,6 +15,9 @@ from typing import BinaryIO, Protocol
 from ..errors import SourceError
 from .base import PhysicalRun
 
+__all__ = ["BULK_CHUNK", "ByteReader", "MappedFile", "RunMap", "fail", "write_zeros"]
+
+
 #: biggest piece handed to one write() when we cannot use sendfile: large enough that Python
 #: overhead vanishes, small enough not to touch hundreds of MiB of page cache at once
 BULK_CHUNK = 8 << 20

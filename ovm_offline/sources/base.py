@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
+__all__ = ["PhysicalRun", "PhysicalSource", "VcpuState", "iter_chunks"]
+
 
 @dataclasses.dataclass(frozen=True)
 class PhysicalRun:

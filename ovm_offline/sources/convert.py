@@ -15,6 +15,8 @@ from ._files import fail
 from .elf_writer import core_layout
 from .kdump import KdumpSource
 
+__all__ = ["kdump_to_elf"]
+
 
 def kdump_to_elf(src: str | os.PathLike[str] | KdumpSource, out_path: str | os.PathLike[str]) -> Path:
     """Write `src` (a kdump path or an open KdumpSource) as an ELF core at `out_path`; returns it."""

@@ -12,6 +12,22 @@ from ._files import MappedFile, RunMap, fail, write_zeros
 from .base import PhysicalRun, VcpuState
 from .notes import ParsedNotes, parse_notes
 
+__all__ = [
+    "EHDR",
+    "ELFCLASS64",
+    "ELFDATA2LSB",
+    "ELF_MAGIC",
+    "EM_X86_64",
+    "ET_CORE",
+    "ElfSource",
+    "PHDR",
+    "PN_XNUM",
+    "PT_LOAD",
+    "PT_NOTE",
+    "SHDR",
+]
+
+
 ELF_MAGIC = b"\x7fELF"
 ELFCLASS64 = 2
 ELFDATA2LSB = 1

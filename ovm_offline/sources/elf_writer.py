@@ -19,6 +19,9 @@ from .elf import (
     SHDR,
 )
 
+__all__ = ["core_layout"]
+
+
 #: program headers beyond this count go through PN_XNUM (e_phnum is a u16 and 0xffff is the escape)
 MAX_PLAIN_PHNUM = PN_XNUM - 1
 SEGMENT_ALIGN = 4096

@@ -42,6 +42,9 @@ from .kdump_format import (
 )
 from .notes import ParsedNotes, parse_notes, parse_vmcoreinfo
 
+__all__ = ["KdumpImage", "KdumpSource", "ZERO_PAGE"]
+
+
 #: pages decoded per batch in bulk reads (descriptor table slices of 24 KiB)
 BATCH_PAGES = 1024
 #: decoded pages kept for small reads

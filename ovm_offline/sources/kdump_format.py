@@ -14,6 +14,40 @@ from collections.abc import Iterator
 
 from ._files import ByteReader, fail
 
+__all__ = [
+    "Bitmap",
+    "COMPRESSION_MASK",
+    "COMPRESSION_NAMES",
+    "DISK_DUMP_HEADER",
+    "DUMP_DH_COMPRESSED_LZO",
+    "DUMP_DH_COMPRESSED_SNAPPY",
+    "DUMP_DH_COMPRESSED_ZLIB",
+    "DiskDumpHeader",
+    "FLAT_HEADER",
+    "FLAT_HEADER_SIZE",
+    "FLAT_RECORD",
+    "FLAT_SIGNATURE",
+    "FLAT_TYPE",
+    "FLAT_VERSION",
+    "FlattenedLayout",
+    "KDUMP_SIGNATURE",
+    "MAX_NOTE_BYTES",
+    "MAX_PFNS",
+    "MAX_RUNS",
+    "PAGE_DESC",
+    "PAGE_SIZE",
+    "PageDesc",
+    "SUB_HEADER",
+    "UTS_FIELD",
+    "bitmap_or",
+    "decompress_page",
+    "open_layout",
+    "parse_disk_dump_header",
+    "parse_page_descs",
+    "parse_sub_header",
+]
+
+
 PAGE_SIZE = 4096
 
 # -- the flattened container ----------------------------------------------------------------------

@@ -25,6 +25,19 @@ from ._files import MappedFile, RunMap, fail
 from .base import PhysicalRun, VcpuState
 from .notes import parse_vmcoreinfo
 
+__all__ = [
+    "LiveSource",
+    "RECORDED_MEMORY",
+    "RecordedLiveSource",
+    "find_vmcoreinfo",
+    "guess_memdev",
+    "is_recorded_live",
+    "parse_mtree_flat",
+    "parse_registers",
+    "ram_layout",
+]
+
+
 RECORDED_MEMORY = "guest-ram"
 RECORDED_MTREE = "mtree.txt"
 RECORDED_REGISTERS = "registers.txt"

@@ -13,6 +13,26 @@ from collections.abc import Iterator
 from ._files import fail
 from .base import VcpuState
 
+__all__ = [
+    "NOTE_HEADER",
+    "PR_REG_NAMES",
+    "ParsedNotes",
+    "PrStatus",
+    "QEMU_GPR_NAMES",
+    "QEMU_SEGMENT_NAMES",
+    "QemuCpuState",
+    "Segment",
+    "build_note",
+    "build_prstatus",
+    "build_qemu_notes",
+    "iter_notes",
+    "parse_notes",
+    "parse_prstatus",
+    "parse_qemu_cpu_state",
+    "parse_vmcoreinfo",
+]
+
+
 NT_PRSTATUS = 1
 QEMU_NOTE_TYPE = 0
 VMCOREINFO_NOTE_TYPE = 0

@@ -20,6 +20,9 @@ from ..errors import SourceError
 from ..sources.kdump import KdumpImage
 from ..sources.kdump_format import FLAT_SIGNATURE, KDUMP_SIGNATURE
 
+__all__ = ["KdumpLayer", "KdumpStacker"]
+
+
 vollog = logging.getLogger(__name__)
 
 

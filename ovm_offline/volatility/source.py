@@ -11,6 +11,9 @@ from volatility3.framework import exceptions, interfaces
 from ..errors import SourceError
 from ..sources.base import PhysicalRun, VcpuState, iter_chunks
 
+__all__ = ["VolatilityLayerSource"]
+
+
 COPY_CHUNK = 4 << 20
 
 

@@ -46,6 +46,26 @@ from typing import Any
 
 from ...errors import SymbolError
 
+__all__ = [
+    "CACHE_FORMAT",
+    "CacheReader",
+    "DictReader",
+    "IsfIndex",
+    "atomic_write",
+    "banner_release",
+    "banner_text",
+    "build_cache_blob",
+    "cache_dir",
+    "cache_file_name",
+    "find_isf_files",
+    "json_loads",
+    "normalize_banner",
+    "open_isf_bytes",
+    "prune_old_formats",
+    "repo_symbol_dir",
+]
+
+
 CACHE_FORMAT = 2
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096

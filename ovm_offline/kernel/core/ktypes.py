@@ -18,6 +18,21 @@ from typing import Any, Protocol
 
 from ...errors import SymbolError
 
+__all__ = [
+    "ArrayType",
+    "BitfieldType",
+    "EnumType",
+    "FloatType",
+    "FunctionType",
+    "IntType",
+    "PointerType",
+    "StructType",
+    "Type",
+    "VoidType",
+    "unqualified",
+]
+
+
 # Anonymous structs/unions nest only a few levels in real kernels; the bound
 # keeps a malformed ISF from recursing forever.
 _MAX_ANON_DEPTH = 16

@@ -27,6 +27,9 @@ from .symbols import (
     banner_text,
 )
 
+__all__ = ["FaultError", "KASLR_MAX", "Program", "START_KERNEL_MAP", "U64"]
+
+
 START_KERNEL_MAP = 0xFFFF_FFFF_8000_0000
 U64 = 0xFFFF_FFFF_FFFF_FFFF
 DEFAULT_PAGE_OFFSET = {4: 0xFFFF_8880_0000_0000, 5: 0xFF11_0000_0000_0000}

@@ -33,6 +33,9 @@ from .ktypes import (
     VoidType,
 )
 
+__all__ = ["Object", "Pointer", "Struct", "read_value"]
+
+
 if TYPE_CHECKING:
     from .memory import Program
 

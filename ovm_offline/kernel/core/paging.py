@@ -25,6 +25,24 @@ from typing import NamedTuple
 from ...errors import GuestDataError
 from ...sources.base import PhysicalSource
 
+__all__ = [
+    "ADDR_MASK",
+    "CR4_LA57",
+    "KPTI_USER_BIT",
+    "NonPresent",
+    "PAGE_SHIFT",
+    "PAGE_SIZE",
+    "PTE_PRESENT",
+    "PageTables",
+    "PhysicalRuns",
+    "Run",
+    "Translation",
+    "canonical",
+    "level_shift",
+    "present_runs",
+]
+
+
 PAGE_SHIFT = 12
 PAGE_SIZE = 1 << PAGE_SHIFT
 ENTRIES = 512

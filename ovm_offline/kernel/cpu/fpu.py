@@ -26,6 +26,9 @@ from ...state import FpuState
 from ..core.objects import Struct
 from .regs import X86_FEATURE_XSAVE, boot_cpu_has
 
+__all__ = ["XstateLayout", "compacted_offsets", "task_fpu", "uabi_xstate"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -22,6 +22,9 @@ from ...errors import GuestDataError
 from ...state import REGISTER_NAMES, Registers, TlsEntry
 from ..core.objects import Struct
 
+__all__ = ["X86_FEATURE_XSAVE", "boot_cpu_has", "task_pt_regs", "task_tls", "task_user_regs", "user_desc"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -14,6 +14,17 @@ from ...errors import GuestDataError
 from ..core.ktypes import Type
 from ..core.objects import Object, Pointer, Struct
 
+__all__ = [
+    "DEFAULT_LIMIT",
+    "hlist_for_each",
+    "hlist_for_each_entry",
+    "list_count",
+    "list_empty",
+    "list_for_each",
+    "list_for_each_entry",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

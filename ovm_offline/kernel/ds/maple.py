@@ -32,6 +32,17 @@ from typing import TYPE_CHECKING, NamedTuple
 from ...errors import GuestDataError, SymbolError
 from ..core.objects import Object, Pointer
 
+__all__ = [
+    "MAPLE_ARANGE_64",
+    "MAPLE_LEAF_64",
+    "MAPLE_RANGE_64",
+    "ULONG_MAX",
+    "XA_ZERO_ENTRY",
+    "mt_for_each",
+    "mtree_load",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

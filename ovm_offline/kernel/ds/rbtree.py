@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
 
+__all__ = ["rb_inorder"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 from ...errors import GuestDataError
 from ..core.objects import Struct
 
+__all__ = ["xa_for_each", "xa_load"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

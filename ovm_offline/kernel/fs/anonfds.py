@@ -34,6 +34,26 @@ from ..task.timers import (
     hrtimer_remaining,
 )
 
+__all__ = [
+    "epitem_event",
+    "epitem_target",
+    "eventfd_count",
+    "eventfd_ctx_of",
+    "eventfd_is_semaphore",
+    "eventpoll_items",
+    "eventpoll_of",
+    "rb_inorder",
+    "signalfd_ctx_of",
+    "signalfd_mask",
+    "timerfd_clockid",
+    "timerfd_ctx_of",
+    "timerfd_interval_ns",
+    "timerfd_remaining_ns",
+    "timerfd_settime_flags",
+    "timerfd_ticks",
+]
+
+
 if TYPE_CHECKING:
     pass
 

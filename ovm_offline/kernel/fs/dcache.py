@@ -20,6 +20,19 @@ from ...errors import GuestDataError
 from ...state import FileIdentity
 from ..core.objects import Object, Pointer, Struct
 
+__all__ = [
+    "d_path",
+    "d_path_info",
+    "dentry_name",
+    "dentry_path",
+    "file_identity",
+    "file_path",
+    "inode_ino",
+    "inode_sb_dev",
+    "new_encode_dev",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -23,6 +23,31 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 
+__all__ = [
+    "O_CLOEXEC",
+    "O_DIRECT",
+    "PIPEFS_MAGIC",
+    "S_IFCHR",
+    "S_IFIFO",
+    "S_IFMT",
+    "S_IFREG",
+    "cloexec_fds",
+    "fd_is_cloexec",
+    "file_flags",
+    "file_fops_name",
+    "file_inode_ptr",
+    "file_on_internal_mount",
+    "file_owner",
+    "file_pos",
+    "files_fdtable",
+    "for_each_file",
+    "inode_is_on_pipefs",
+    "max_fds_limit",
+    "socket_family",
+    "task_files",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 
+__all__ = ["fs_pwd", "fs_root", "fs_umask", "task_fs"]
+
+
 #: umask is masked with S_IRWXUGO wherever it is set (kernel/sys.c: umask()).
 S_IRWXUGO = 0o777
 

@@ -22,6 +22,9 @@ from ..core.objects import Pointer, Struct
 from ..mm.pagecache import PAGE_SIZE, page_to_phys
 from .fdtable import file_inode_ptr
 
+__all__ = ["MAX_RING_SIZE", "file_pipe", "pipe_buffers", "pipe_read_data", "pipe_size"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -20,6 +20,24 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 
+__all__ = [
+    "TTY_EXCLUSIVE",
+    "TTY_PTY_LOCK",
+    "file_tty",
+    "ktermios_values",
+    "task_ctty",
+    "tty_driver_name",
+    "tty_index",
+    "tty_is_pty",
+    "tty_packet_mode",
+    "tty_pair_get_tty",
+    "tty_pgrp",
+    "tty_session",
+    "tty_test_flag",
+    "tty_winsize",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

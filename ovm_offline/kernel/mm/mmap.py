@@ -20,6 +20,46 @@ from ..core.paging import PAGE_SHIFT, PageTables
 from ..ds.maple import mt_for_each
 from ..ds.xarray import xa_load
 
+__all__ = [
+    "VM_DONTCOPY",
+    "VM_DONTDUMP",
+    "VM_EXEC",
+    "VM_GROWSDOWN",
+    "VM_HUGEPAGE",
+    "VM_HUGETLB",
+    "VM_IO",
+    "VM_LOCKED",
+    "VM_MAYSHARE",
+    "VM_MERGEABLE",
+    "VM_NOHUGEPAGE",
+    "VM_NORESERVE",
+    "VM_PFNMAP",
+    "VM_RAND_READ",
+    "VM_READ",
+    "VM_SEQ_READ",
+    "VM_WRITE",
+    "for_each_vma",
+    "gate_vma",
+    "huge_zero_pfn",
+    "mm_dumpable",
+    "mm_exe_file",
+    "mm_page_tables",
+    "mm_saved_auxv",
+    "mm_thp_disabled",
+    "mm_vdso_image",
+    "mmap_write_owner",
+    "page_cache_pfn",
+    "page_to_pfn",
+    "pages_anon",
+    "vma_file",
+    "vma_flags",
+    "vma_is_heap",
+    "vma_is_initial_stack",
+    "vma_special_mapping_name",
+    "zero_page_pfn",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -11,6 +11,9 @@ from ..core.memory import Program
 from ..core.objects import Pointer
 from ..ds.xarray import xa_load
 
+__all__ = ["PAGE_SIZE", "inode_build_id", "page_to_phys"]
+
+
 PAGE_SIZE = 4096
 NT_GNU_BUILD_ID = 3
 PT_NOTE = 4

@@ -18,6 +18,9 @@ from ..core.objects import Pointer, Struct
 from ..ds.xarray import xa_for_each
 from .mmap import page_to_pfn
 
+__all__ = ["SYSV_NAME_PREFIX", "file_on_shm_mnt", "shmem_data_pages", "shmem_pages_runs", "shmem_seals"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -21,6 +21,25 @@ from ...errors import GuestDataError, SourceError
 from ..core.objects import Pointer, Struct
 from ..mm.pagecache import page_to_phys
 
+__all__ = [
+    "MAX_QUEUED_SKBS",
+    "SOCK_BUF_LOCK_MASK",
+    "file_socket",
+    "sk_wmem_alloc_get",
+    "skb_queue",
+    "sock_flag",
+    "sock_flag_bit",
+    "sock_socket_ino",
+    "sock_timeout",
+    "sock_unix",
+    "socket_sock",
+    "unix_bound_inode",
+    "unix_name",
+    "unix_peer",
+    "unix_receive_queue",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 
+__all__ = ["cgroup_path", "kernfs_name", "kernfs_path", "task_cgroup_path", "task_dfl_cgroup"]
+
+
 #: Bounds on hostile data: kernfs names are at most NAME_MAX, paths PATH_MAX.
 NAME_MAX = 255
 PATH_MAX = 4096

@@ -14,6 +14,9 @@ from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 from ..ds.xarray import xa_for_each
 
+__all__ = ["IPC_MSG_IDS", "IPC_SEM_IDS", "IPC_SHM_IDS", "ipc_for_each", "ipc_ids", "kuid", "shm_of_perm", "task_ipc_ns"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -14,6 +14,9 @@ import dataclasses
 from ..core.objects import Pointer, Struct
 from ..task.pid import task_active_pid_ns
 
+__all__ = ["NamespaceInodes", "ns_inum", "task_namespaces"]
+
+
 #: /proc/PID/ns name -> nsproxy member
 _NSPROXY_MEMBERS = {
     "mnt": "mnt_ns",

@@ -20,6 +20,9 @@ from ...errors import GuestDataError
 from ...state import Credentials
 from ..core.objects import Pointer, Struct
 
+__all__ = ["kernel_cap_value", "task_credentials", "task_loginuid"]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -12,6 +12,21 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 
+__all__ = [
+    "PROC_PID_INIT_INO",
+    "pid_nr_ns",
+    "pid_ns_at_level",
+    "pid_ns_inum",
+    "pid_type",
+    "task_active_pid_ns",
+    "task_ns_pid",
+    "task_pgid",
+    "task_pid_ptr",
+    "task_sid",
+    "task_tgid_ptr",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

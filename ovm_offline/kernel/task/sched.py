@@ -6,6 +6,9 @@ from __future__ import annotations
 from ...errors import GuestDataError
 from ..core.objects import Struct
 
+__all__ = ["task_nice", "task_policy", "task_rt_priority"]
+
+
 #: include/uapi/linux/sched.h
 SCHED_EXT = 7
 SCHED_RESET_ON_FORK = 0x40000000

@@ -20,6 +20,19 @@ from ...state import SigAction
 from ..core.objects import Struct
 from ..ds.list import list_for_each_entry
 
+__all__ = [
+    "sigpending_mask",
+    "sigpending_queue",
+    "sigset_value",
+    "task_pending",
+    "task_shared_pending",
+    "task_sigactions",
+    "task_sigaltstack",
+    "task_sigmask",
+    "task_signal",
+]
+
+
 _NSIG = 64
 SIGKILL = 9
 SIGSTOP = 19

@@ -9,6 +9,24 @@ from ..core.objects import Pointer, Struct
 from ..core.paging import PageTables
 from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
 
+__all__ = [
+    "find_task",
+    "for_each_process",
+    "for_each_task",
+    "for_each_thread",
+    "is_kthread",
+    "task_comm",
+    "task_egid",
+    "task_euid",
+    "task_gid",
+    "task_page_tables",
+    "task_pid",
+    "task_ppid",
+    "task_state",
+    "task_uid",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 from ..core.memory import Program
 from ..core.objects import Struct
 
+__all__ = ["ktime_get_boottime_ns", "ktime_get_ns"]
+
+
 NSEC_PER_SEC = 10**9
 
 

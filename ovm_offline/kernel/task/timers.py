@@ -27,6 +27,21 @@ from ..core.objects import Pointer, Struct
 from ..ds.list import hlist_for_each_entry, list_for_each_entry
 from .pid import pid_nr_ns
 
+__all__ = [
+    "CLOCK_BOOTTIME",
+    "CLOCK_BOOTTIME_ALARM",
+    "CLOCK_REALTIME",
+    "CLOCK_REALTIME_ALARM",
+    "clock_now",
+    "hrtimer_remaining",
+    "itimer_cpu",
+    "itimer_real",
+    "signal_itimers",
+    "signal_posix_timers",
+    "tick_nsec",
+]
+
+
 if TYPE_CHECKING:
     from ..core.memory import Program
 

@@ -1,0 +1,48 @@
+"""Plain dataclasses that carry extracted state from the kernel side to the CRIU side.
+
+The kernel side (ovm_offline.extract, over ovm_offline.kernel) fills them from guest memory;
+the CRIU side (ovm_offline.criu) turns them into image messages. Neither side imports the
+other. Values are as the guest's kernel holds them unless a field says otherwise; PIDs are
+as seen inside the dumped tree's PID namespace unless named `global_*`.
+"""
+
+from __future__ import annotations
+
+from .cpu import REGISTER_NAMES, FpuState, Registers, TlsEntry
+from .files import Fd, FileKindName, FileState, FsState, OpenFile, Owner
+from .mm import FileIdentity, MmState, PageRun, SharedMemory, Vma
+from .ns import CgroupDir, CgroupPerms, CgroupProperty, IpcNamespaceState, IpcShmSegment, NamespaceIds
+from .process import ProcessState
+from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SigAction, ThreadState
+
+__all__ = [
+    "CgroupDir",
+    "CgroupPerms",
+    "CgroupProperty",
+    "Credentials",
+    "Fd",
+    "FileIdentity",
+    "FileKindName",
+    "FileState",
+    "FpuState",
+    "FsState",
+    "IpcNamespaceState",
+    "IpcShmSegment",
+    "Itimer",
+    "MmState",
+    "NamespaceIds",
+    "OpenFile",
+    "Owner",
+    "PageRun",
+    "PosixTimer",
+    "ProcessState",
+    "QueuedSignal",
+    "REGISTER_NAMES",
+    "Registers",
+    "Rseq",
+    "SharedMemory",
+    "SigAction",
+    "ThreadState",
+    "TlsEntry",
+    "Vma",
+]

@@ -1,0 +1,88 @@
+"""Memory: VMAs, the pages to save, shared memory files, the mm."""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["FileIdentity", "Vma", "PageRun", "SharedMemory", "MmState"]
+
+
+@dataclasses.dataclass
+class FileIdentity:
+    """What names an open file or mapped file: enough to find it again and to tell two
+    struct files (or two inodes) apart."""
+
+    path: str
+    dev: int
+    ino: int
+    size: int
+    mode: int
+    deleted: bool = False  # unlinked: `path` is where it was (no " (deleted)" suffix)
+    build_id: bytes | None = None  # NT_GNU_BUILD_ID of an ELF file, from the page cache
+
+
+@dataclasses.dataclass
+class Vma:
+    start: int
+    end: int
+    pgoff: int  # bytes
+    prot: int  # PROT_*
+    flags: int  # MAP_*
+    kind: str  # "anon", "file", "heap", "stack", "vdso", "vvar", "vsyscall"
+    file: FileIdentity | None = None
+    file_flags: int = 0  # O_* of the mapped struct file
+    madvise: int = 0  # MADV_* bits CRIU records (1 << MADV_x)
+    shared: bool = False
+    shmem: SharedMemory | None = None  # the file is on the kernel's internal shmem mount
+
+
+@dataclasses.dataclass
+class PageRun:
+    """Present user pages to save: `length` bytes at user `vaddr`, guest-physically contiguous
+    at `paddr` (so the writer can copy them from the source in one go)."""
+
+    vaddr: int
+    paddr: int
+    length: int
+    lazy: bool = False  # CRIU marks these pages PE_LAZY (anonymous private memory)
+
+
+@dataclasses.dataclass
+class SharedMemory:
+    """A file of the kernel's internal shmem mount that a VMA maps: anonymous shared memory
+    (MAP_SHARED|MAP_ANONYMOUS, named "/dev/zero"), a memfd, or a System V segment (`sysv`;
+    its inode number is the shmid). CRIU 3.17 saves the first two as memfd inodes, the
+    contents of all of them as a shmem pagemap named by `ino`."""
+
+    ino: int
+    name: str  # the path without " (deleted)" and "/memfd:", as memfd.img names it
+    uid: int
+    gid: int
+    size: int  # i_size in bytes
+    seals: int  # F_GET_SEALS
+    pages: list[PageRun]  # vaddr = offset in the file: the data pages lseek(SEEK_DATA) finds
+    swapped_pages: int = 0  # data pages swapped out: not in memory, not saved
+    sysv: bool = False
+
+
+@dataclasses.dataclass
+class MmState:
+    start_code: int
+    end_code: int
+    start_data: int
+    end_data: int
+    start_stack: int
+    start_brk: int
+    brk: int
+    arg_start: int
+    arg_end: int
+    env_start: int
+    env_end: int
+    auxv: list[int]  # (type, value) words up to and including AT_NULL, at most 44 (CRIU's limit)
+    exe_file: FileIdentity | None
+    vmas: list[Vma]
+    dumpable: int
+    thp_disabled: bool
+    pages: list[PageRun]  # ascending vaddr, only inside private VMAs CRIU dumps
+    swapped_pages: int = 0  # present in no dump: counted and reported
+    zero_pages: int = 0  # mapped to the zero page: not saved, as CRIU does

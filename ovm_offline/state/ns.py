@@ -1,0 +1,99 @@
+"""Namespaces and cgroups of a dumped tree."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+
+from .mm import SharedMemory
+
+__all__ = ["CgroupPerms", "CgroupProperty", "CgroupDir", "NamespaceIds", "IpcShmSegment", "IpcNamespaceState"]
+
+
+@dataclasses.dataclass
+class CgroupPerms:
+    """Mode (with the file type bits), owner and group of a cgroup file or directory."""
+
+    mode: int
+    uid: int
+    gid: int
+
+
+@dataclasses.dataclass
+class CgroupProperty:
+    """A file of a cgroup directory CRIU saves (for cgroup.procs only its permissions)."""
+
+    name: str
+    value: str
+    perms: CgroupPerms | None = None
+
+
+@dataclasses.dataclass
+class CgroupDir:
+    """A directory of the cgroup v2 hierarchy: the cgroup of a dumped task, or one below
+    it (CRIU saves the whole subtree so that restore can recreate it). `path` is from the
+    hierarchy's root ("/ovmbox"); children are in readdir order."""
+
+    path: str
+    perms: CgroupPerms
+    properties: list[CgroupProperty] = field(default_factory=list)
+    children: list[CgroupDir] = field(default_factory=list)
+
+
+# --- the process -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class NamespaceIds:
+    """Namespace inode numbers (the kernel's ns_common.inum); None for a kind of namespace the
+    guest's kernel does not have (time namespaces before 5.6)."""
+
+    pid: int | None
+    net: int | None
+    ipc: int | None
+    uts: int | None
+    mnt: int | None
+    user: int | None
+    cgroup: int | None
+    time: int | None
+
+
+@dataclasses.dataclass
+class IpcShmSegment:
+    """A System V shared memory segment (``struct shmid_kernel``) as ipcns-shm.img holds it."""
+
+    id: int  # the shmid (IDR index plus sequence number)
+    key: int  # the IPC key as an unsigned 32-bit number (IPC_PRIVATE is 0)
+    uid: int
+    gid: int
+    cuid: int
+    cgid: int
+    mode: int  # permission bits plus SHM_DEST/SHM_LOCKED as the kernel keeps them
+    size: int  # shm_segsz in bytes
+    contents: SharedMemory  # its shmem file (inode number = id) and the pages to save
+
+
+@dataclasses.dataclass
+class IpcNamespaceState:
+    """An IPC namespace of its own around the dumped tree (CRIU saves it only then): the
+    sysctls ipcns-var.img holds (kernel.sem, msg*, shm*, fs.mqueue.*; next ids None while
+    unset, i.e. -1) and the System V shared memory segments, in id index order."""
+
+    inum: int
+    sem_ctls: list[int]  # semmsl, semmns, semopm, semmni
+    msg_ctlmax: int
+    msg_ctlmnb: int
+    msg_ctlmni: int
+    shm_ctlmax: int
+    shm_ctlall: int
+    shm_ctlmni: int
+    shm_rmid_forced: int
+    mq_queues_max: int
+    mq_msg_max: int
+    mq_msgsize_max: int
+    mq_msg_default: int
+    mq_msgsize_default: int
+    msg_next_id: int | None = None
+    sem_next_id: int | None = None
+    shm_next_id: int | None = None
+    shm_segments: list[IpcShmSegment] = field(default_factory=list)

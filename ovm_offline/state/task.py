@@ -1,0 +1,101 @@
+"""What a thread or process has besides memory and files: signals, credentials, timers,
+rseq, scheduling."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+
+from .cpu import FpuState, Registers, TlsEntry
+
+__all__ = ["SigAction", "QueuedSignal", "Credentials", "Itimer", "PosixTimer", "Rseq", "ThreadState"]
+
+
+@dataclasses.dataclass
+class SigAction:
+    handler: int
+    flags: int
+    restorer: int
+    mask: int
+
+
+@dataclasses.dataclass
+class QueuedSignal:
+    siginfo: bytes  # 128 bytes, the kernel's siginfo as CRIU stores it
+
+
+@dataclasses.dataclass
+class Credentials:
+    uid: int
+    gid: int
+    euid: int
+    egid: int
+    suid: int
+    sgid: int
+    fsuid: int
+    fsgid: int
+    cap_inh: int
+    cap_prm: int
+    cap_eff: int
+    cap_bnd: int
+    secbits: int
+    groups: list[int] = field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Itimer:
+    """Interval and remaining value, in microseconds (remaining is as of the snapshot)."""
+
+    interval_us: int
+    value_us: int
+
+
+@dataclasses.dataclass
+class PosixTimer:
+    timer_id: int
+    clock_id: int
+    signal: int
+    notify: int  # sigev_notify
+    notify_thread_id: int
+    sival_ptr: int
+    overrun: int
+    interval_ns: int
+    value_ns: int  # remaining
+
+
+@dataclasses.dataclass
+class Rseq:
+    abi_pointer: int
+    abi_size: int
+    signature: int
+    cs_pointer: int = 0
+
+
+@dataclasses.dataclass
+class ThreadState:
+    """What is per thread: registers, FPU, signal mask and queue, stacks, credentials."""
+
+    tid: int  # inside the dumped tree's PID namespace
+    global_tid: int
+    comm: str
+    state: str  # ps letter of the thread: S, T, R, D, ...
+    regs: Registers
+    fpu: FpuState
+    tls: list[TlsEntry]
+    clear_tid_addr: int
+    blocked: int  # signal mask, bit n-1 = signal n
+    pending: list[QueuedSignal]  # per-thread queue
+    pending_mask: int
+    sas_sp: int
+    sas_size: int
+    sas_flags: int
+    robust_list: int
+    robust_list_len: int
+    rseq: Rseq | None
+    sched_policy: int
+    sched_nice: int
+    sched_prio: int
+    creds: Credentials
+    seccomp_mode: int
+    syscall_restarted: bool = False  # registers were rewritten so the interrupted syscall restarts
+    pdeath_signal: int = 0  # prctl(PR_SET_PDEATHSIG); CRIU stores it only when nonzero
