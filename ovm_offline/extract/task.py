@@ -62,6 +62,7 @@ from ..state import (
     Registers,
     Rseq,
     SigAction,
+    TaskStateName,
     ThreadState,
 )
 
@@ -87,7 +88,7 @@ _RSEQ_CS_SIZE = 32  # struct rseq_cs: u32 version, u32 flags, u64 start_ip, post
 ROBUST_LIST_HEAD_SIZE = 24
 
 #: ProcessState.task_state by the leader's ps letter (CRIU's seize decides the same way)
-TASK_STATES = {"T": "stopped", "t": "stopped", "Z": "zombie", "X": "dead"}
+TASK_STATES: dict[str, TaskStateName] = {"T": "stopped", "t": "stopped", "Z": "zombie", "X": "dead"}
 
 #: The queue a timer signal can join between the snapshot and criu's dump (see below).
 TIMER_SIGNAL_RACE = "core.tc.signals_s"
@@ -293,7 +294,7 @@ class TaskCommon:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-def process_task_state(leader: Struct) -> str:
+def process_task_state(leader: Struct) -> TaskStateName:
     """ProcessState.task_state of a thread-group leader: "stopped" for a stopped (or
     traced-stopped) leader, "zombie", "dead", else "alive"."""
     return TASK_STATES.get(task_state(leader), "alive")

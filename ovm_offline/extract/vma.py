@@ -37,7 +37,7 @@ from ..kernel.mm.mmap import (
     vma_is_initial_stack,
     vma_special_mapping_name,
 )
-from ..state import FileIdentity, Vma
+from ..state import FileIdentity, Vma, VmaKind
 
 __all__ = [
     "CRIU_AUXV_WORDS",
@@ -161,6 +161,7 @@ def vma_to_state(vma: Struct, mm: Struct) -> Vma:
     f = vma_file(vma)
     ident: FileIdentity | None = None
     file_flags = 0
+    kind: VmaKind
     if f is not None:
         ident = dcache.file_identity(f)
         file_flags = file_open_flags(f)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
-__all__ = ["FileIdentity", "Vma", "PageRun", "SharedMemory", "MmState"]
+#: What a VMA is, as /proc/PID/maps names it (a file mapping is "file").
+VmaKind = Literal["anon", "file", "heap", "stack", "vdso", "vvar", "vsyscall"]
+
+__all__ = ["VmaKind", "FileIdentity", "Vma", "PageRun", "SharedMemory", "MmState"]
 
 
 @dataclasses.dataclass
@@ -28,7 +32,7 @@ class Vma:
     pgoff: int  # bytes
     prot: int  # PROT_*
     flags: int  # MAP_*
-    kind: str  # "anon", "file", "heap", "stack", "vdso", "vvar", "vsyscall"
+    kind: VmaKind
     file: FileIdentity | None = None
     file_flags: int = 0  # O_* of the mapped struct file
     madvise: int = 0  # MADV_* bits CRIU records (1 << MADV_x)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from .files import Fd, FsState
 from .mm import MmState
 from .ns import NamespaceIds
 from .task import Itimer, PosixTimer, QueuedSignal, SigAction, ThreadState
 
-__all__ = ["ProcessState"]
+#: What CRIU records of a process's state (task_core_entry.task_state).
+TaskStateName = Literal["alive", "stopped", "zombie", "dead"]
+
+__all__ = ["ProcessState", "TaskStateName"]
 
 
 @dataclasses.dataclass
@@ -20,7 +24,7 @@ class ProcessState:
     pgid: int
     sid: int
     comm: str
-    task_state: str  # "alive", "stopped", "zombie", "dead"
+    task_state: TaskStateName
     exit_code: int
     personality: int
     flags: int  # PF_*

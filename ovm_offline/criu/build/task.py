@@ -6,13 +6,13 @@ from __future__ import annotations
 import struct
 from typing import Any, cast
 
-from ...state import REGISTER_NAMES, FpuState, ProcessState, ThreadState
+from ...state import REGISTER_NAMES, FpuState, ProcessState, TaskStateName, ThreadState
 from .cgroup import CRIU_CG_SET
 from .common import T, X
 
 __all__ = ["TASK_STATES", "core", "creds", "fpregs", "gpregs", "task_core", "thread_core", "thread_info"]
 
-TASK_STATES = {"alive": 1, "dead": 2, "stopped": 3, "zombie": 6}
+TASK_STATES: dict[TaskStateName, int] = {"alive": 1, "dead": 2, "stopped": 3, "zombie": 6}
 SIGKILL, SIGSTOP = 9, 19
 
 
