@@ -11,3 +11,8 @@ class GuestError(CorpusError):
     def __init__(self, message: str, log_tail: str = ""):
         self.log_tail = log_tail
         super().__init__(message + (f"\n--- guest serial log (tail) ---\n{log_tail}" if log_tail else ""))
+
+
+class GuestDied(GuestError):
+    """QEMU exited by itself: the guest rebooted or its kernel panicked (under TCG a 6.12 guest
+    has been seen to panic in the network stack while criu ran), not a failure of the job."""

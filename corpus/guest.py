@@ -15,7 +15,7 @@ from pathlib import Path
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
-from .errors import GuestError
+from .errors import GuestDied, GuestError
 
 PR_SET_PDEATHSIG = 1
 
@@ -165,7 +165,7 @@ class Guest:
     def _check_alive(self, doing: str) -> None:
         if self.process and self.process.poll() is not None:
             stderr = (self.workdir / "qemu-stderr.log").read_text(errors="replace").strip()
-            raise GuestError(
+            raise GuestDied(
                 f"QEMU exited (status {self.process.returncode}) while {doing}"
                 + (f": {stderr.splitlines()[-1]}" if stderr else ""),
                 self.log_tail(),

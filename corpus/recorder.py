@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from . import cache, facts, initramfs, jobs, kernels
+from .errors import GuestDied
 from .guest import Guest
 from .workloads import Workload, get_workload
 
@@ -83,7 +84,17 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print)
     with cache.locked(path):
         if cache.is_complete(path) and not force:
             return Recording(path)
-        return _record_into(path, kernel_name, kernel, image, workload, log)
+        try:
+            return _record_into(path, kernel_name, kernel, image, workload, log)
+        except GuestDied as first:
+            # the guest itself died (never a failure of the workload or of criu): once more,
+            # keeping the first attempt's serial log beside the recording
+            log(
+                f"guest died while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
+            )
+            rec = _record_into(path, kernel_name, kernel, image, workload, log)
+            (path / "first-attempt.log").write_text(str(first))
+            return rec
 
 
 def _record_into(
