@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
+from qemu.qmp.protocol import ConnectError
 
 from .errors import GuestDied, GuestError
 
@@ -116,14 +117,41 @@ class Guest:
         stderr.close()
         try:
             self._wait_for_socket(self.qmp_path)
-            self.qmp = QEMUMonitorProtocol(str(self.qmp_path))
-            self.qmp.connect()
+            self.qmp = self._when_listening(self.qmp_path, self._connect_qmp)
             self._wait_for_socket(self.ctl_path)
-            self._ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._ctl.connect(str(self.ctl_path))
+            self._ctl = self._when_listening(self.ctl_path, self._connect_ctl)
         except BaseException:
             self.stop()
             raise
+
+    def _connect_qmp(self) -> QEMUMonitorProtocol:
+        qmp = QEMUMonitorProtocol(str(self.qmp_path))
+        qmp.connect()
+        return qmp
+
+    def _connect_ctl(self) -> socket.socket:
+        ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            ctl.connect(str(self.ctl_path))
+        except BaseException:
+            ctl.close()
+            raise
+        return ctl
+
+    def _when_listening(self, path: Path, connect, timeout: float = 20):
+        """connect() once QEMU listens on `path`: the socket file appears when QEMU binds it,
+        a moment before it listens, and a loaded machine stretches that moment."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return connect()
+            except (ConnectionRefusedError, ConnectError) as e:
+                self._check_alive("starting QEMU")
+                if time.monotonic() > deadline:
+                    raise GuestError(
+                        f"QEMU did not listen on {path.name} within {timeout:.0f} s", self.log_tail()
+                    ) from e
+                time.sleep(0.05)
 
     def _wait_for_socket(self, path: Path, timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout

@@ -20,6 +20,7 @@ from ovm_offline.criu import images, pb, show
 from ovm_offline.criu.images import ImageError
 from ovm_offline.errors import OvmError
 from tests.support.corpus_cases import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
+from tests.support.pages_image import write_pages as write_pages_image
 
 ROOT = Path(__file__).resolve().parents[1]
 CRIT = Path("/usr/bin/crit")
@@ -283,7 +284,7 @@ def test_raw_pages_and_image_dir(tmp_path):
         mm_pb.pagemap_entry(vaddr=0x9000, nr_pages=1),  # no flags: present (old images)
     ]
     images.write_image(tmp_path / "pagemap-7.img", images.PAGEMAP, [head, *runs])
-    images.write_pages(tmp_path / "pages-3.img", [b"a" * 4096, b"b" * 4096 + b"c" * 4096])
+    write_pages_image(tmp_path / "pages-3.img", [b"a" * 4096, b"b" * 4096 + b"c" * 4096])
     images.write_image(
         tmp_path / "pstree.img", images.PSTREE, [task_pb.pstree_entry(pid=7, ppid=0, pgid=7, sid=7, threads=[7])]
     )
@@ -301,4 +302,4 @@ def test_raw_pages_and_image_dir(tmp_path):
     with pytest.raises(ImageError, match="needs 12288"):
         list(idir.pages(7))
     with pytest.raises(ImageError, match="not a multiple"):
-        images.write_pages(tmp_path / "pages-9.img", [b"x"])
+        write_pages_image(tmp_path / "pages-9.img", [b"x"])

@@ -17,13 +17,8 @@ from ovm_offline.errors import SourceError
 from ovm_offline.sources import ElfSource, open_source
 from ovm_offline.sources.elf import EHDR, PHDR, PN_XNUM
 from ovm_offline.sources.elf_writer import core_layout
-from ovm_offline.sources.notes import (
-    PR_REG_NAMES,
-    PrStatus,
-    build_note,
-    build_prstatus,
-    build_qemu_notes,
-)
+from ovm_offline.sources.notes import PR_REG_NAMES, PrStatus
+from tests.support.notes_writer import build_note, build_prstatus, build_qemu_notes
 
 
 def write_core(path: Path, runs: list[tuple[int, bytes]], notes: bytes = b"", force_xnum: bool = False) -> None:

@@ -31,7 +31,7 @@ from ovm_offline.sources.kdump_format import (
     parse_page_descs,
     parse_sub_header,
 )
-from ovm_offline.sources.notes import PR_REG_NAMES, build_note, build_prstatus
+from ovm_offline.sources.notes import PR_REG_NAMES
 from tests.support.kdump_writer import (
     FlatSink,
     KdumpContents,
@@ -39,6 +39,7 @@ from tests.support.kdump_writer import (
     unflatten,
     write_kdump,
 )
+from tests.support.notes_writer import build_note, build_prstatus
 
 FILE_SETTINGS = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

@@ -22,7 +22,7 @@ from ovm_offline.sources.live import (
     parse_registers,
     ram_layout,
 )
-from ovm_offline.sources.notes import build_note
+from tests.support.notes_writer import build_note
 
 # `info mtree -f` of a pc guest (-m 512M, memory-backend-file ram0) running Linux 6.1; the I/O
 # view is cut short and the second vCPU's SMM view left out. Note the SMM view maps

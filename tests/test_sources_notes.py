@@ -16,15 +16,13 @@ from ovm_offline.sources.notes import (
     PrStatus,
     QemuCpuState,
     Segment,
-    build_note,
-    build_prstatus,
-    build_qemu_notes,
     iter_notes,
     parse_notes,
     parse_prstatus,
     parse_qemu_cpu_state,
     parse_vmcoreinfo,
 )
+from tests.support.notes_writer import build_note, build_prstatus, build_qemu_notes
 
 u64 = st.integers(0, 2**64 - 1)
 u32 = st.integers(0, 2**32 - 1)

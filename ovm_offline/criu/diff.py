@@ -30,7 +30,7 @@ from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from ovm_offline.errors import OvmError
+from ovm_offline.errors import ExitCode, OvmError
 
 from . import images, show
 from .diff_rules import (
@@ -423,10 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         res = diff_dirs(args.ours, args.theirs)
     except OvmError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code  # the exit-code table's, as `ovm-offline diff` does
     except OSError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return ExitCode.FAILED
     if args.show_ignored:
         for d, rule in res.ignored:
             print(f"ignored: {d}  ({rule.reason})")

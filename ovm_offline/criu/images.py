@@ -65,14 +65,13 @@ __all__ = [
     "page_present",
     "read_image",
     "write_image",
-    "write_pages",
 ]
 
 import io
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -419,24 +418,3 @@ class _map_file:
             self._m.close()
         if self._f is not None:
             self._f.close()
-
-
-def write_pages(dest: str | os.PathLike[str] | BinaryIO, chunks: Iterable[bytes]) -> int:
-    """Stream page data into a pages-N.img without building it in memory; returns its size."""
-    if not isinstance(dest, (str, os.PathLike)):
-        return _copy_pages(dest, chunks)
-    try:
-        with open(dest, "wb") as f:
-            return _copy_pages(f, chunks)
-    except OSError as e:
-        raise ImageError(f"{dest}: cannot write: {e.strerror or e}") from None
-
-
-def _copy_pages(f: BinaryIO, chunks: Iterable[bytes]) -> int:
-    total = 0
-    for c in chunks:
-        if len(c) % PAGE_SIZE:
-            raise ImageError(f"pages data chunk of {len(c)} bytes is not a multiple of {PAGE_SIZE}")
-        f.write(c)
-        total += len(c)
-    return total
