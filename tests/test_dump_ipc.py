@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from corpus import kernels
-from ovm_offline.criu import images
+from ovm_offline.criu import images, pb
 from ovm_offline.kernel.net.unix import MAX_QUEUED_SKBS, skb_queue, unix_name, unix_receive_queue
 from tests.support.checks import assert_one_line_error
 from tests.support.cli import ovm
@@ -107,7 +107,7 @@ def test_sockets_connected_outside_the_dump_are_named_and_can_be_left_out(record
     assert skipped.returncode == 0, skipped.stderr
     kinds = [e.type for e in images.read_image(out / images.FILES.filename()).entries]
     # only the unconnected datagram socket it sends to the abstract name with stays
-    assert kinds.count(images.files_pb.UNIXSK) == 1 and images.files_pb.FIFO in kinds
+    assert kinds.count(pb.criu_files_pb2.UNIXSK) == 1 and pb.criu_files_pb2.FIFO in kinds
 
 
 # --- skb queues in fake memory laid out by the real ISFs ---------------------------------------
