@@ -11,9 +11,10 @@ import struct
 import pytest
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.extract.task import restart_syscall_fixup
+from ovm_offline.extract.syscall import restart_syscall_fixup
 from ovm_offline.kernel.cpu.fpu import XstateLayout, compacted_offsets, uabi_xstate
 from ovm_offline.kernel.cpu.regs import user_desc
+from ovm_offline.kernel.cpu.syscalls import SYSCALLS, interrupted_syscall
 from ovm_offline.kernel.task.cred import kernel_cap_value, task_credentials
 from ovm_offline.kernel.task.sched import task_nice, task_policy
 from ovm_offline.kernel.task.signal import (
@@ -54,6 +55,39 @@ def test_restart_syscall_fixup(ax, orig_ax, want_ax, want_ip, changed):
     fixed, did = restart_syscall_fixup(regs)
     assert (fixed.ax, fixed.ip, did) == (want_ax & U64, want_ip, changed)
     assert fixed.orig_ax == regs.orig_ax
+
+
+@pytest.mark.parametrize(
+    "regs,name,how,unknowable",
+    [
+        (Registers(orig_ax=0), "read", "restart", False),
+        (Registers(orig_ax=35), "nanosleep", "eintr", False),
+        (Registers(orig_ax=230, si=0), "clock_nanosleep", "eintr", False),  # relative: restart block
+        (Registers(orig_ax=230, si=1), "clock_nanosleep", "restart", False),  # TIMER_ABSTIME: ERESTARTNOHAND
+        (Registers(orig_ax=202, si=0x80, r10=0), "futex", "restart", False),  # FUTEX_WAIT_PRIVATE, no timeout
+        (Registers(orig_ax=202, si=0x89, r10=0x7FF0), "futex", "eintr", False),  # WAIT_BITSET with a timeout
+        (Registers(orig_ax=202, si=0x86), "futex", "restart", False),  # LOCK_PI: ERESTARTNOINTR
+        (Registers(orig_ax=202, si=0x8B), "futex", "unknown", True),  # WAIT_REQUEUE_PI
+        (Registers(orig_ax=45, r10=0x100), "recvfrom", "restart", True),  # MSG_WAITALL may be partial
+        (Registers(orig_ax=47, dx=0), "recvmsg", "restart", False),
+        (Registers(orig_ax=232), "epoll_wait", "eintr", False),
+        (Registers(orig_ax=7), "poll", "eintr", False),  # always a restart block
+        (Registers(orig_ax=271), "ppoll", "restart", False),
+        (Registers(orig_ax=9999), "syscall 9999", "unknown", True),
+    ],
+)
+def test_how_a_signal_ends_each_blocking_call(regs, name, how, unknowable):
+    call = interrupted_syscall(regs)
+    assert (call.name, call.interruption, bool(call.unknowable)) == (name, how, unknowable)
+
+
+def test_the_syscall_table_names_each_number_once_and_counts_data_where_it_can():
+    assert len({info.name for info in SYSCALLS.values()}) == len(SYSCALLS)
+    for info in SYSCALLS.values():
+        if info.moves_data:
+            assert info.data_regs and all(hasattr(Registers(), r) for r in info.data_regs), info
+        if info.recv_flags_reg:
+            assert hasattr(Registers(), info.recv_flags_reg), info
 
 
 # ---------------------------------------------------------------------------- TLS

@@ -8,16 +8,8 @@ dataclasses of ovm_offline.state, with the values CRIU's own dump would record.
   ProcessState (same names) plus every thread; ``ProcessState(**common.as_kwargs(),
   mm=..., fds=..., fs=..., namespaces=..., cgroup=..., ...)`` completes it.
 
-The syscall-restart fix-up (what compel's x86 get_task_regs does to every thread CRIU
-dumps, compel/arch/x86/src/lib/infect.c): a thread stopped inside a system call that
-the kernel will restart has ``orig_ax`` = the syscall number (>= 0) and ``ax`` = an
-internal -ERESTART* code, with ``ip`` just past the 2-byte ``syscall`` instruction:
-
-* ax in (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND): ax = orig_ax, ip -= 2, so the
-  restored thread executes the same syscall again (sigsuspend, read, ...);
-* ax == -ERESTART_RESTARTBLOCK: ax = -EINTR, ip unchanged: the call returns EINTR
-  (nanosleep, clock_nanosleep, poll with a timeout: their restart block lives in the
-  kernel and is not saved).
+The syscall fix-ups (a thread stopped in signal delivery, or asleep inside a system call)
+are in ``syscall.py``.
 
 The rseq fix-up (criu/cr-dump.c fixup_thread_rseq): a thread caught inside an rseq
 critical section resumes at the section's abort_ip unless the section asks not to be
@@ -37,7 +29,6 @@ from typing import Any
 from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer, Struct
-from ..kernel.core.paging import PAGE_SIZE
 from ..kernel.cpu.fpu import task_fpu
 from ..kernel.cpu.regs import task_tls, task_user_regs
 from ..kernel.task.cred import task_credentials, task_loginuid
@@ -53,7 +44,7 @@ from ..kernel.task.signal import (
     task_sigmask,
     task_signal,
 )
-from ..kernel.task.tasks import for_each_thread, task_comm, task_page_tables, task_state
+from ..kernel.task.tasks import for_each_thread, task_comm, task_read_user, task_state
 from ..kernel.task.timers import signal_itimers, signal_posix_timers
 from ..state import (
     Itimer,
@@ -65,18 +56,10 @@ from ..state import (
     TaskStateName,
     ThreadState,
 )
+from .syscall import syscall_fixup
 
-__all__ = ["SNAPSHOT_DIFFERENCES", "TIMER_SIGNAL_RACE", "TaskCommon", "extract_task_common", "restart_syscall_fixup"]
+__all__ = ["SNAPSHOT_DIFFERENCES", "TIMER_SIGNAL_RACE", "TaskCommon", "extract_task_common"]
 
-
-# include/linux/errno.h (kernel-internal restart codes) and EINTR
-ERESTARTSYS = 512
-ERESTARTNOINTR = 513
-ERESTARTNOHAND = 514
-ERESTART_RESTARTBLOCK = 516
-EINTR = 4
-SYSCALL_INSN_SIZE = 2  # "syscall" (0f 05)
-U64 = 0xFFFF_FFFF_FFFF_FFFF
 
 #: include/uapi/linux/rseq.h; struct rseq before 6.3 had no rseq_len (32 bytes, ORIG_RSEQ_SIZE)
 ORIG_RSEQ_SIZE = 32
@@ -131,43 +114,6 @@ SNAPSHOT_DIFFERENCES: tuple[tuple[str, str], ...] = (
 # ---------------------------------------------------------------------------- fix-ups
 
 
-def _signed(v: int) -> int:
-    v &= U64
-    return v - (1 << 64) if v >> 63 else v
-
-
-def restart_syscall_fixup(regs: Registers) -> tuple[Registers, bool]:
-    """The registers CRIU records for a thread interrupted in a system call (see the
-    module doc), and whether they were changed. Registers of a thread not in a syscall
-    (orig_ax < 0) or with a real return value in ax are returned unchanged."""
-    if _signed(regs.orig_ax) < 0:
-        return regs, False
-    ax = _signed(regs.ax)
-    if ax in (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND):
-        return dataclasses.replace(regs, ax=regs.orig_ax, ip=(regs.ip - SYSCALL_INSN_SIZE) & U64), True
-    if ax == -ERESTART_RESTARTBLOCK:
-        return dataclasses.replace(regs, ax=-EINTR & U64), True
-    return regs, False
-
-
-def read_user(task: Struct, vaddr: int, size: int) -> bytes:
-    """`size` bytes of the user address space of a ``struct task_struct`` at `vaddr`
-    (through its page tables); UnsupportedError when a page is not resident."""
-    pt = task_page_tables(task)
-    if pt is None:
-        raise GuestDataError(f"pid {task.pid}: no user address space to read 0x{vaddr:x} from")
-    source = task.prog_.source
-    out = bytearray()
-    while len(out) < size:
-        n = min(size - len(out), PAGE_SIZE - (vaddr & (PAGE_SIZE - 1)))
-        pa = pt.translate(vaddr)
-        if pa is None:
-            raise UnsupportedError(f"pid {task.pid}: user page at 0x{vaddr:x} is not in memory (swapped out?)")
-        out += source.read(pa, n)
-        vaddr += n
-    return bytes(out)
-
-
 def task_rseq(task: Struct) -> Rseq | None:
     """The rseq registration of a ``struct task_struct`` as PTRACE_GET_RSEQ_CONFIGURATION
     reports it (abi_size: ``rseq_len`` since 6.3, sizeof(struct rseq) = 32 before);
@@ -185,13 +131,13 @@ def rseq_fixup(task: Struct, rseq: Rseq | None, regs: Registers) -> tuple[Rseq |
     inside a restartable critical section, keeps cs_pointer when it asked not to be."""
     if rseq is None or not rseq.abi_pointer:
         return rseq, regs
-    raw = read_user(task, rseq.abi_pointer, _RSEQ_FLAGS_OFFSET + 4)
+    raw = task_read_user(task, rseq.abi_pointer, _RSEQ_FLAGS_OFFSET + 4)
     cs_ptr = struct.unpack_from("<Q", raw, _RSEQ_CS_OFFSET)[0]
     if not cs_ptr:
         return rseq, regs
     rseq_flags = struct.unpack_from("<I", raw, _RSEQ_FLAGS_OFFSET)[0]
     version, cs_flags, start_ip, post_commit_offset, abort_ip = struct.unpack(
-        "<IIQQQ", read_user(task, cs_ptr, _RSEQ_CS_SIZE)
+        "<IIQQQ", task_read_user(task, cs_ptr, _RSEQ_CS_SIZE)
     )
     if version != 0:
         raise UnsupportedError(f"pid {task.pid}: rseq_cs at 0x{cs_ptr:x} has ABI version {version}")
@@ -221,7 +167,7 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
         raise UnsupportedError(
             f"thread {task.pid} was running on a CPU at the snapshot: stop it (SIGSTOP) before dumping guest memory"
         )
-    regs, restarted = restart_syscall_fixup(task_user_regs(task))
+    regs, restarted = syscall_fixup(task, task_user_regs(task))
     rseq, regs = rseq_fixup(task, task_rseq(task), regs)
     sas_sp, sas_size, sas_flags = task_sigaltstack(task)
     pending = task_pending(task)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ...errors import GuestDataError, UnsupportedError
 from ..core.objects import Pointer, Struct
-from ..core.paging import PageTables
+from ..core.paging import PAGE_SIZE, PageTables
 from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
 
 __all__ = [
+    "task_read_user",
     "find_task",
     "for_each_process",
     "for_each_task",
@@ -175,3 +177,22 @@ def task_page_tables(task: Struct) -> PageTables | None:
         return None
     prog = task.prog_
     return PageTables(prog.source, prog.translate(int(mm.pgd)), prog.pgtable_levels, runs=prog.runs)
+
+
+def task_read_user(task: Struct, vaddr: int, size: int) -> bytes:
+    """`size` bytes of the user address space of a ``struct task_struct`` at `vaddr`, through
+    its page tables (as the kernel's access_remote_vm); UnsupportedError when a page is not
+    resident, GuestDataError for a task without an address space."""
+    pt = task_page_tables(task)
+    if pt is None:
+        raise GuestDataError(f"pid {task.pid}: no user address space to read 0x{vaddr:x} from")
+    source = task.prog_.source
+    out = bytearray()
+    while len(out) < size:
+        n = min(size - len(out), PAGE_SIZE - (vaddr & (PAGE_SIZE - 1)))
+        pa = pt.translate(vaddr)
+        if pa is None:
+            raise UnsupportedError(f"pid {task.pid}: user page at 0x{vaddr:x} is not in memory (swapped out?)")
+        out += source.read(pa, n)
+        vaddr += n
+    return bytes(out)

@@ -1,0 +1,142 @@
+"""The registers a thread caught in a system call continues with, as CRIU records them.
+
+CRIU interrupts every thread it dumps (PTRACE_INTERRUPT); a thread asleep in a system call
+leaves it as a signal would make it leave, and compel (compel/arch/x86/src/lib/infect.c
+get_task_regs) rewrites its registers so that the restored thread continues correctly.
+A memory snapshot catches threads in two such states:
+
+* **Stopped in signal delivery** (SIGSTOP, a tracer): the call has already ended with
+  ``ax`` = an internal -ERESTART* code and ``ip`` just past the ``syscall`` instruction.
+  -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND: ax = orig_ax, ip -= 2, so the restored
+  thread executes the call again; -ERESTART_RESTARTBLOCK: ax = -EINTR (its restart block
+  lives in the kernel and is not saved).
+* **Asleep inside the call** (a VM paused as it is): ``ax`` is still the entry code's
+  -ENOSYS. The call is ended here as an interrupting signal would end it
+  (kernel/cpu/syscalls.py says how, by call and arguments), then rewritten as above:
+  restarted, or returning -EINTR. A call whose progress memory does not show is refused
+  by name: a write of more than PIPE_BUF bytes that blocked for room, a MSG_WAITALL
+  receive, a call not in the table, a thread in uninterruptible sleep or runnable inside
+  the call (woken or preempted there: how far it got is on its kernel stack only).
+
+Registers of a thread not in a system call (preempted or faulting in user mode: ``orig_ax``
+is -1 or an exception's error code and ``ax`` its user value), or of one whose call has
+already produced its result, are kept as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from ..errors import UnsupportedError
+from ..kernel.core.objects import Struct
+from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
+from ..kernel.task.tasks import task_read_user, task_state
+from ..state import Registers
+
+__all__ = ["restart_syscall_fixup", "syscall_fixup"]
+
+# include/linux/errno.h (kernel-internal restart codes) and EINTR
+ERESTARTSYS = 512
+ERESTARTNOINTR = 513
+ERESTARTNOHAND = 514
+ERESTART_RESTARTBLOCK = 516
+EINTR = 4
+SYSCALL_INSN = b"\x0f\x05"
+INT80_INSN = b"\xcd\x80"
+U64 = 0xFFFF_FFFF_FFFF_FFFF
+#: include/uapi/linux/uio.h: a larger iovec array fails with EINVAL before blocking
+UIO_MAXIOV = 1024
+_MSGHDR_IOV_OFFSET = 16  # struct user_msghdr: name, namelen (padded), iov, iovlen, ...
+
+
+def _signed(v: int) -> int:
+    v &= U64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _restarted(regs: Registers) -> Registers:
+    return dataclasses.replace(regs, ax=regs.orig_ax, ip=(regs.ip - len(SYSCALL_INSN)) & U64)
+
+
+def _returning_eintr(regs: Registers) -> Registers:
+    return dataclasses.replace(regs, ax=-EINTR & U64)
+
+
+def restart_syscall_fixup(regs: Registers) -> tuple[Registers, bool]:
+    """The registers CRIU records for a thread stopped in signal delivery after a system call
+    ended with a -ERESTART* code (see the module doc), and whether they were changed."""
+    if _signed(regs.orig_ax) < 0:
+        return regs, False
+    ax = _signed(regs.ax)
+    if ax in (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND):
+        return _restarted(regs), True
+    if ax == -ERESTART_RESTARTBLOCK:
+        return _returning_eintr(regs), True
+    return regs, False
+
+
+def _asleep_in_syscall(regs: Registers) -> bool:
+    return _signed(regs.orig_ax) >= 0 and _signed(regs.ax) == -ENOSYS
+
+
+def _iovec_bytes(task: Struct, iov: int, count: int) -> int:
+    if not 0 <= count <= UIO_MAXIOV:
+        return 0  # the kernel refuses such a call with EINVAL before it can block
+    raw = task_read_user(task, iov, 16 * count)
+    return sum(struct.unpack_from("<Q", raw, 16 * i + 8)[0] for i in range(count))
+
+
+def _bytes_to_move(task: Struct, regs: Registers, call: BlockedSyscall) -> int:
+    """How many bytes a blocked data-moving call was asked to move (0 for other calls)."""
+    info = syscall_info(call.number)
+    if info is None or info.moves_data is None:
+        return 0
+    args = [getattr(regs, r) for r in info.data_regs]
+    if info.moves_data == "count":
+        return int(args[0])
+    if info.moves_data == "iovec":
+        return _iovec_bytes(task, args[0], _signed(args[1]))
+    iov, count = struct.unpack("<QQ", task_read_user(task, args[0] + _MSGHDR_IOV_OFFSET, 16))
+    return _iovec_bytes(task, iov, _signed(count))
+
+
+def _refuse(task: Struct, call: BlockedSyscall, why: str) -> UnsupportedError:
+    return UnsupportedError(f"thread {task.pid} is inside {call.name}(): {why}")
+
+
+def _check_syscall_entry(task: Struct, regs: Registers) -> bool:
+    """Did the thread enter the kernel through the 64-bit ``syscall`` instruction just before
+    ``ip``? (Telling a system call from an exception whose user ax happens to be -ENOSYS.)"""
+    insn = task_read_user(task, (regs.ip - len(SYSCALL_INSN)) & U64, len(SYSCALL_INSN))
+    if insn == INT80_INSN:
+        raise UnsupportedError(f"thread {task.pid} is inside a 32-bit system call (int 0x80)")
+    return insn == SYSCALL_INSN
+
+
+def blocked_syscall_fixup(task: Struct, regs: Registers) -> tuple[Registers, bool]:
+    """The registers a ``struct task_struct`` asleep inside a system call continues with
+    (restarted, or returning -EINTR), as if a signal had interrupted the call and been
+    handled; UnsupportedError naming the call when that outcome is not in memory."""
+    call = interrupted_syscall(regs)
+    state = task_state(task)
+    if state in ("T", "t"):
+        raise _refuse(task, call, "it is stopped by a tracer at the call's entry")
+    if state == "R":
+        raise _refuse(task, call, "it is runnable there (woken or preempted): how far the call got is not in memory")
+    if state != "S":
+        raise _refuse(task, call, "it is in uninterruptible sleep, so no signal would end the call")
+    if call.interruption == "unknown" or call.unknowable:
+        raise _refuse(task, call, call.unknowable or "ovm-offline does not know how it ends when interrupted")
+    size = _bytes_to_move(task, regs, call)
+    if size > PIPE_BUF:
+        raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
+    return (_restarted(regs) if call.interruption == "restart" else _returning_eintr(regs)), True
+
+
+def syscall_fixup(task: Struct, regs: Registers) -> tuple[Registers, bool]:
+    """The registers CRIU would record for a user ``struct task_struct`` not on a CPU (see the
+    module doc), and whether they were rewritten."""
+    if _asleep_in_syscall(regs) and _check_syscall_entry(task, regs):
+        return blocked_syscall_fixup(task, regs)
+    return restart_syscall_fixup(regs)
