@@ -33,7 +33,7 @@ _.futex_rla_len
 # Fields of dataclasses and NamedTuples that mirror a format or the kernel's layout: every
 # field is part of the record even where no code reads it (registers in user_regs_struct
 # order, ELF and kdump headers, the IPC namespace's sysctls).
-_.r15, _.r14, _.r13, _.r12, _.bp, _.bx, _.r11, _.r10, _.r9, _.r8, _.cx, _.dx, _.si, _.fs_base
+_.r15, _.r14, _.r13, _.r12, _.bp, _.bx, _.r11, _.r10, _.r9, _.r8, _.cx, _.dx, _.si, _.fs_base, _.gs
 _.pending_mask
 _.shared_pending_mask
 _.msg_next_id, _.sem_next_id, _.shm_next_id

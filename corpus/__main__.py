@@ -22,7 +22,7 @@ def list_cmd() -> None:
         click.echo(f"kernel   {k.name:<10} {k.package}={k.version}")
     for w in workloads.WORKLOADS.values():
         standard = "standard" if w.name in workloads.STANDARD else "on demand"
-        click.echo(f"workload {w.name:<12} {w.ram_mib:>5} MiB  {standard:<9}  {w.description}")
+        click.echo(f"workload {w.name:<16} {w.ram_mib:>5} MiB  {standard:<9} {w.moment:<7}  {w.description}")
 
 
 @main.command()
@@ -35,8 +35,9 @@ def record(kernel_names: tuple[str, ...], workload_names: tuple[str, ...], force
 
     for k in kernel_names:
         for w in workload_names:
-            rec = record_one(k, w, force=force, log=lambda m: click.echo(m, err=True))
-            click.echo(rec.root)
+            for take in range(workloads.get_workload(w).takes):
+                rec = record_one(k, w, force=force, log=lambda m: click.echo(m, err=True), take=take)
+                click.echo(rec.root)
 
 
 @main.command()

@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
 from . import cache, facts, initramfs, jobs, kernels
-from .errors import GuestDied
+from .errors import CorpusError, GuestDied
 from .guest import Guest
 from .workloads import Workload, get_workload
 
@@ -58,16 +59,20 @@ class Recording:
         return self.root / "files.tar"
 
 
-def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
+def recording_key(kernel: kernels.UnpackedKernel, workload: Workload, take: int = 0) -> str:
     # only what shapes a recording (the workload's check function does not)
     shape = (
-        workload.name,
-        workload.program,
-        workload.args,
-        workload.ram_mib,
-        workload.root_key,
-        workload.settle_seconds,
-    ) + ((workload.cpu,) if workload.cpu else ())
+        (
+            workload.name,
+            workload.program,
+            workload.args,
+            workload.ram_mib,
+            workload.root_key,
+            workload.settle_seconds,
+        )
+        + ((workload.cpu,) if workload.cpu else ())
+        + ((workload.moment, take) if workload.moment != "stopped" else ())
+    )
     return cache.digest(
         str(RECORDING_FORMAT),
         initramfs.build_key(kernel),
@@ -76,26 +81,31 @@ def recording_key(kernel: kernels.UnpackedKernel, workload: Workload) -> str:
     )
 
 
-def record(kernel_name: str, workload_name: str, force: bool = False, log=print) -> Recording:
-    """The recording of a workload on a kernel, made now unless the cache has it."""
+def record(kernel_name: str, workload_name: str, force: bool = False, log=print, take: int = 0) -> Recording:
+    """The recording of a workload on a kernel, made now unless the cache has it. Takes of an
+    as-is workload are separate recordings, each paused at its own moment."""
     workload = get_workload(workload_name)
+    if take and workload.moment != "as-is":
+        raise CorpusError(f"{workload.name} is recorded stopped: it has only one take")
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
-    path = cache.entry("recordings", f"{kernel_name}-{workload.name}", recording_key(kernel, workload))
+    name = f"{kernel_name}-{workload.name}" + (f"-take{take}" if take else "")
+    path = cache.entry("recordings", name, recording_key(kernel, workload, take))
     with cache.locked(path):
         if cache.is_complete(path) and not force:
             return Recording(path)
         try:
-            return _record_into(path, kernel_name, kernel, image, workload, log)
+            rec = _record_into(path, kernel_name, kernel, image, workload, log, take)
         except GuestDied as first:
             # the guest itself died (never a failure of the workload or of criu): once more,
             # keeping the first attempt's serial log beside the recording
             log(
                 f"guest died while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
             )
-            rec = _record_into(path, kernel_name, kernel, image, workload, log)
+            rec = _record_into(path, kernel_name, kernel, image, workload, log, take)
             (path / "first-attempt.log").write_text(str(first))
-            return rec
+        cache.prune_siblings(path)
+        return rec
 
 
 def _dig_holes(*files: Path) -> None:
@@ -103,8 +113,27 @@ def _dig_holes(*files: Path) -> None:
         subprocess.run(["fallocate", "--dig-holes", str(file)], check=True)
 
 
+def record_with_live_dump(kernel_name: str, workload_name: str, path: Path, dump_live, log=print) -> Recording:
+    """Record an as-is workload into `path` (outside the cache), calling ``dump_live(guest,
+    root_pid)`` while the workload runs, before the recorder's own pause: a tool reading the
+    running guest (``ovm-offline dump --live``) sees it as a user's VM is."""
+    workload = get_workload(workload_name)
+    if workload.moment != "as-is":
+        raise CorpusError(f"{workload.name} is recorded stopped: nothing runs to dump live")
+    kernel = kernels.unpack(kernels.get_kernel(kernel_name))
+    image = initramfs.build(kernel)
+    return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
+
+
 def _record_into(
-    path: Path, kernel_name: str, kernel: kernels.UnpackedKernel, image: Path, workload: Workload, log
+    path: Path,
+    kernel_name: str,
+    kernel: kernels.UnpackedKernel,
+    image: Path,
+    workload: Workload,
+    log,
+    take: int,
+    dump_live=None,
 ) -> Recording:
     cache.begin(path)
     log(f"recording {workload.name} on {kernel_name} in {path}")
@@ -121,6 +150,7 @@ def _record_into(
             "HIGH_PID": HIGH_PID,
             "SETTLE": workload.settle_seconds,
             "CRIU_DUMP_OPTS": "",
+            "MOMENT": workload.moment,
         },
     )
     work = path / "work"
@@ -134,10 +164,15 @@ def _record_into(
     ) as guest:
         ready = guest.expect("RECORD-READY", BOOT_TIMEOUT + 300, f"booting {kernel_name} and starting {workload.name}")
         timings["boot_and_ready"] = time.monotonic() - t0
+        if dump_live is not None:
+            dump_live(guest, int(ready.split("root=", 1)[1].split()[0]))
 
         # The job shell has just written RECORD-READY; let it block in its read of the control
-        # port, so no task but the kernel's own is on a vCPU in the snapshot
+        # port, so no task but the kernel's own is on a vCPU in the snapshot. An as-is workload
+        # runs on: pause it at a moment of its life nobody chose
         time.sleep(0.5)
+        pause_delay = random.uniform(0.0, 1.0) if workload.moment == "as-is" else 0.0
+        time.sleep(pause_delay)
         t = time.monotonic()
         guest.command("stop")
         formats = guest.command("query-dump-guest-memory-capability")["formats"]
@@ -175,6 +210,9 @@ def _record_into(
         kernel=kernel_name,
         kernel_package=f"{kernel.kernel.package}={kernel.kernel.version}",
         ram_mib=workload.ram_mib,
+        moment=workload.moment,
+        take=take,
+        pause_delay_seconds=round(pause_delay, 3),
         dumps=dumps,
         qemu_dump_formats=formats,
         qemu_status_when_dumped=status.get("status"),
@@ -185,6 +223,5 @@ def _record_into(
     shutil.copyfile(work / "console.log", path / "console.log")
     shutil.rmtree(work)
     cache.finish(path)
-    cache.prune_siblings(path)
     log(f"recorded {workload.name} on {kernel_name} in {time.monotonic() - t0:.1f} s")
     return Recording(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from typing import Literal
 
 from .errors import CorpusError
 
@@ -64,10 +65,27 @@ class Workload:
     restore_prepare: str = ""
     # QEMU -cpu model; "max" under TCG gives 5-level paging (LA57) and AVX/XSAVE state
     cpu: str | None = None
+    # "stopped": the tree is stopped with SIGSTOP before the snapshot (its threads parked in
+    # signal delivery, the state criu's golden dump sees too); "as-is": it runs on and the
+    # host pauses the guest at a random moment within a second, as a user's VM is paused
+    moment: Literal["stopped", "as-is"] = "stopped"
+    # how many recordings (each paused at its own moment) the suite makes of an as-is workload
+    takes: int = 1
 
     @property
     def log_name(self) -> str:
         return f"{self.name}.log"
+
+
+def _as_is(stopped: Workload, takes: int = 3) -> Workload:
+    """The workload recorded as it runs: the same program, its tree caught mid-syscall."""
+    return dataclasses.replace(
+        stopped,
+        name=f"{stopped.name}-asis",
+        moment="as-is",
+        takes=takes,
+        description=f"{stopped.name}, paused as it runs (no SIGSTOP)",
+    )
 
 
 def _memhog(mib: int) -> Workload:
@@ -80,7 +98,7 @@ def _memhog(mib: int) -> Workload:
     )
 
 
-WORKLOADS = {
+_STOPPED = {
     w.name: w
     for w in (
         Workload(
@@ -142,6 +160,46 @@ WORKLOADS = {
     )
 }
 
+_AS_IS = (
+    Workload(
+        "blockers",
+        "blockers",
+        moment="as-is",
+        takes=3,
+        run_after_restore=1.0,
+        description="a thread blocked in each kind of system call a program waits in, each result checked",
+    ),
+    Workload(
+        "blockers-partial",
+        "blockers",
+        ("partial-write",),
+        moment="as-is",
+        description="blockers plus a 1 MiB write blocked after moving part of it (a dump must refuse it)",
+    ),
+    Workload(
+        "spinners",
+        "spinners",
+        ("2",),
+        moment="as-is",
+        takes=3,
+        run_after_restore=0.5,
+        description="two threads busy on the vCPUs, a computation carried in general and SSE registers",
+    ),
+    Workload(
+        "spinners-avx",
+        "spinners",
+        ("2",),
+        moment="as-is",
+        takes=3,
+        run_after_restore=0.5,
+        cpu="max",
+        description="spinners on -cpu max: the computation also in ymm registers (AVX2), 5-level paging",
+    ),
+    *(_as_is(_STOPPED[name]) for name in ("counter", "threads", "pipetree", "ipc", "evfds")),
+)
+
+WORKLOADS = {**_STOPPED, **{w.name: w for w in _AS_IS}}
+
 # what the test suite records on both kernels; memhog-1024 is recorded for benchmarks on demand
 STANDARD = (
     "counter",
@@ -157,6 +215,15 @@ STANDARD = (
     "shmem",
     "sysvshm",
     "evfds",
+    "blockers",
+    "blockers-partial",
+    "spinners",
+    "spinners-avx",
+    "counter-asis",
+    "threads-asis",
+    "pipetree-asis",
+    "ipc-asis",
+    "evfds-asis",
 )
 
 

@@ -34,6 +34,12 @@ def source_options(f):
     f = click.option("--qmp", "qmp", type=click.Path(), help="With --live: the guest's QMP socket.")(f)
     f = click.option("--live", is_flag=True, help="Read a running QEMU guest, paused while it is read.")(f)
     f = click.option(
+        "--vcpu-state",
+        "vcpu_state",
+        type=click.Path(),
+        help="With a dump file: HMP `info registers -a` output captured at the dump (FPU/SSE/AVX of running threads).",
+    )(f)
+    f = click.option(
         "--symbols",
         "symbol_dirs",
         multiple=True,
@@ -44,10 +50,12 @@ def source_options(f):
 
 
 @contextlib.contextmanager
-def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | None):
+def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | None, vcpu_state: str | None = None):
     if live:
-        if source or not (qmp and mem):
-            raise click.UsageError("--live takes --qmp SOCKET and --mem FILE instead of SOURCE")
+        if source or not (qmp and mem) or vcpu_state:
+            raise click.UsageError(
+                "--live takes --qmp SOCKET and --mem FILE instead of SOURCE (and reads the vCPUs itself)"
+            )
         src = sources.open_live(qmp, mem)
         try:
             yield src
@@ -58,7 +66,7 @@ def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | No
         return
     if not source:
         raise click.UsageError("give a dump file or recorded live directory as SOURCE, or --live --qmp --mem")
-    with sources.open_source(source) as opened:
+    with sources.open_source(source, vcpu_state) as opened:
         yield opened
 
 
@@ -109,7 +117,7 @@ def _print_tree(procs) -> None:
 @click.option("--tree", is_flag=True, help="Show the process tree.")
 @click.option("--no-kernel-threads", is_flag=True, help="Leave out kernel threads.")
 @click.option("--container", help="Only processes of this container (as the CONTAINER column shows it).")
-def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
+def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
     """List the guest's processes: PID, PPID, threads, state, PID inside its namespace, cgroup,
     container, command.
 
@@ -120,7 +128,7 @@ def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, co
     """
     from . import inventory
 
-    with opened_source(source, live, qmp, mem) as src:
+    with opened_source(source, live, qmp, mem, vcpu_state) as src:
         procs = inventory.list_processes(inventory_open_kernel(src, symbol_dirs))
     if no_kernel_threads:
         procs = [p for p in procs if not p.kthread]
@@ -157,7 +165,9 @@ def ps(source, live, qmp, mem, symbol_dirs, as_json, tree, no_kernel_threads, co
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty images directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
-def dump(source, live, qmp, mem, symbol_dirs, pid, container, skip_unsupported, directory, force, quiet) -> None:
+def dump(
+    source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, skip_unsupported, directory, force, quiet
+) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
 
     \b
@@ -172,7 +182,7 @@ def dump(source, live, qmp, mem, symbol_dirs, pid, container, skip_unsupported, 
     if (pid is None) == (container is None):
         raise click.UsageError("give either --pid or --container")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
-    with opened_source(source, live, qmp, mem) as src:
+    with opened_source(source, live, qmp, mem, vcpu_state) as src:
         prog = inventory_open_kernel(src, symbol_dirs)
         bar = None
         if not quiet and sys.stderr.isatty():

@@ -23,7 +23,7 @@ from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.ipc import tree_ipc_namespace
 from .extract.mm import extract_mm
-from .extract.pages import PagesStats, write_page_runs, write_pages
+from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
 from .kernel.core.objects import Pointer, Struct
@@ -186,6 +186,7 @@ def extract_process(
     out and described in `refusals`; anything else that cannot be saved raises UnsupportedError."""
     common = extract_task_common(prog, task, pid_ns)
     mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shared.shmem)
+    mm.user_writes = place_user_writes(mm, (w for t in common.threads for w in t.user_writes), f"pid {task.pid}")
     fds = extract_files(prog, task, pid_ns, classify, cache=shared.files)
     ctx = filekinds.ExtractContext(prog, task, pid_ns, common.global_pid, common.comm, shared.kinds)
     fds = filekinds.attach_file_states(ctx, fds, refusals)

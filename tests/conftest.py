@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from corpus import recorder
-from tests.support.cli import dump_from
+from tests.support.cli import dump_from, vcpu_state_of
 from tests.support.corpus_cases import GOLDEN_CASES
 
 # Guests under TCG and parallel recordings load the 2 cores: timing is no property of a parser.
@@ -39,14 +39,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def recording():
-    """recording(kernel, workload) -> corpus.recorder.Recording, recorded once per session
-    unless the cache already has it."""
-    made: dict[tuple[str, str], recorder.Recording] = {}
+    """recording(kernel, workload, take=0) -> corpus.recorder.Recording, recorded once per
+    session unless the cache already has it (takes: the recordings of an as-is workload)."""
+    made: dict[tuple[str, str, int], recorder.Recording] = {}
 
-    def get(kernel: str, workload: str) -> recorder.Recording:
-        key = (kernel, workload)
+    def get(kernel: str, workload: str, take: int = 0) -> recorder.Recording:
+        key = (kernel, workload, take)
         if key not in made:
-            made[key] = recorder.record(kernel, workload, log=lambda m: print(m, file=sys.stderr))
+            made[key] = recorder.record(kernel, workload, log=lambda m: print(m, file=sys.stderr), take=take)
         return made[key]
 
     return get
@@ -73,14 +73,15 @@ def all_golden(recording):
 
 @pytest.fixture(scope="session")
 def dumped(recording, tmp_path_factory):
-    """dumped(kernel, workload) -> our images of the workload's root from its ELF dump (once)."""
-    made: dict[tuple[str, str], object] = {}
+    """dumped(kernel, workload, take=0) -> our images of the workload's root from its ELF dump
+    (once), with the vCPU state captured with it for an as-is recording (threads on a vCPU)."""
+    made: dict[tuple[str, str, int], object] = {}
 
-    def get(kernel: str, workload: str):
-        if (kernel, workload) not in made:
-            rec = recording(kernel, workload)
-            out = tmp_path_factory.mktemp(f"{kernel}-{workload}") / "images"
-            made[(kernel, workload)] = dump_from(rec.elf, rec.manifest["root_pid"], out)
-        return made[(kernel, workload)]
+    def get(kernel: str, workload: str, take: int = 0):
+        if (kernel, workload, take) not in made:
+            rec = recording(kernel, workload, take)
+            out = tmp_path_factory.mktemp(f"{kernel}-{workload}-{take}") / "images"
+            made[(kernel, workload, take)] = dump_from(rec.elf, rec.manifest["root_pid"], out, *vcpu_state_of(rec))
+        return made[(kernel, workload, take)]
 
     return get

@@ -1,5 +1,6 @@
-# Record job: start the workload at a high PID, wait for READY, stop its process group, collect
-# in-guest facts, let the host dump memory while paused, then have criu write golden images.
+# Record job: start the workload at a high PID, wait for READY, stop its process group (unless
+# MOMENT is as-is: then the tree runs on, as a user's VM does), collect in-guest facts, let the
+# host dump memory while paused, then have criu write golden images.
 . /run/ovm/in/common.sh
 mkdir -p "/run/ovm/$PROG"
 echo $((HIGH_PID - 1)) > /proc/sys/kernel/ns_last_pid
@@ -18,14 +19,17 @@ if [ -n "$ROOT_KEY" ]; then
     [ -n "$ROOT" ] || fail "READY line has no $ROOT_KEY: $READY"
 fi
 sleep "$SETTLE"
-kill -STOP -"$ROOT" || fail "cannot stop process group $ROOT"
-wait_stopped "$ROOT"
-# Let interval timers (1 s in the workloads) fire once while stopped: their signal is then
-# pending in the memory snapshot as in criu's dump seconds later (non-RT signals collapse)
-sleep 1.5
+if [ "$MOMENT" = stopped ]; then
+    kill -STOP -"$ROOT" || fail "cannot stop process group $ROOT"
+    wait_stopped "$ROOT"
+    # Let interval timers (1 s in the workloads) fire once while stopped: their signal is then
+    # pending in the memory snapshot as in criu's dump seconds later (non-RT signals collapse)
+    sleep 1.5
+fi
 MEMBERS=$(group_pids "$ROOT" | sort -n | tr '\n' ' ')
 
-# In-guest facts, read from /proc while the group is stopped (the state the dumps show).
+# In-guest facts, read from /proc while the group is stopped (the state the dumps show; as-is,
+# a moment before the host pauses the guest).
 mkdir -p facts
 for p in /proc/[0-9]*; do
     pid=${p#/proc/}; d=facts/proc/$pid; mkdir -p $d
@@ -57,7 +61,7 @@ ctl_read go
 [ "$go" = "GO" ] || fail "expected GO from the host, got: $go"
 echo "OVM-JOB: host recorded memory; running criu dump"
 
-# Golden images: criu's own dump of the same stopped tree.
+# Golden images: criu's own dump of the same tree (as-is: of the tree running on, seconds later).
 mkdir -p /run/ovm/golden
 start=$(date +%s)
 criu dump -t "$ROOT" -D /run/ovm/golden -o dump.log -v4 --leave-running $CRIU_DUMP_OPTS

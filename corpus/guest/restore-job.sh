@@ -19,7 +19,7 @@ sleep "$RUN_AFTER_RESTORE"
 kill -USR1 "$ROOT" || fail "restored root $ROOT is gone"
 i=0
 while ! tail -c +$((BEFORE + 1)) "$W.log" | grep -q '^CHECK'; do
-    i=$((i + 1)); [ $i -gt 150 ] && break
+    i=$((i + 1)); [ $i -gt 450 ] && break  # busy workloads under TCG check over seconds
     sleep 0.1
 done
 sleep 1

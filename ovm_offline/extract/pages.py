@@ -27,8 +27,9 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
+from ..errors import UnsupportedError
 from ..sources.base import PhysicalSource
-from ..state import MmState, PageRun
+from ..state import MmState, PageRun, UserWrite
 
 __all__ = [
     "PAGE_SIZE",
@@ -36,6 +37,7 @@ __all__ = [
     "PE_PRESENT",
     "PIPE_MAX_PAGES",
     "PagesStats",
+    "place_user_writes",
     "pagemap_entries",
     "write_page_runs",
     "write_pages",
@@ -135,12 +137,46 @@ def _physical_stretches(runs: Iterable[PageRun]) -> Iterator[tuple[int, int]]:
         yield pa, n
 
 
+def _file_offset(runs: list[PageRun], vaddr: int, size: int) -> int | None:
+    """Where `size` bytes at user `vaddr` are in a pages file of `runs`, if one run holds them."""
+    offset = 0
+    for r in runs:
+        if r.vaddr <= vaddr and vaddr + size <= r.vaddr + r.length:
+            return offset + vaddr - r.vaddr
+        offset += r.length
+    return None
+
+
+def place_user_writes(mm: MmState, writes: Iterable[UserWrite], who: str) -> list[UserWrite]:
+    """The writes, checked to land in pages the dump saves (they are laid over them);
+    UnsupportedError naming `who` for one that does not."""
+    placed = list(writes)
+    for w in placed:
+        if _file_offset(mm.pages, w.vaddr, len(w.data)) is None:
+            raise UnsupportedError(
+                f"{who}: the kernel would write {len(w.data)} bytes at 0x{w.vaddr:x} as it ends an interrupted"
+                " call, which is not in a page the dump saves"
+            )
+    return placed
+
+
 def write_pages(
     source: PhysicalSource, mm: MmState, pages_file: BinaryIO, stats: PagesStats | None = None
 ) -> list[PagemapRun]:
-    """Write the pages of `mm` (its `pages` runs, in order) to `pages_file` and return the
-    pagemap entries that describe them. Pass a `PagesStats` to get the counters."""
-    return write_page_runs(source, mm.pages, pages_file, stats)
+    """Write the pages of `mm` (its `pages` runs, in order, with its `user_writes` laid over
+    them) to `pages_file` and return the pagemap entries that describe them. Pass a
+    `PagesStats` to get the counters."""
+    start = pages_file.tell()
+    entries = write_page_runs(source, mm.pages, pages_file, stats)
+    if mm.user_writes:
+        end = pages_file.tell()
+        for w in mm.user_writes:
+            offset = _file_offset(mm.pages, w.vaddr, len(w.data))
+            assert offset is not None, "place_user_writes checked it"
+            pages_file.seek(start + offset)
+            pages_file.write(w.data)
+        pages_file.seek(end)
+    return entries
 
 
 def write_page_runs(

@@ -16,7 +16,12 @@ A memory snapshot catches threads in two such states:
   restarted, or returning -EINTR. A call whose progress memory does not show is refused
   by name: a write of more than PIPE_BUF bytes that blocked for room, a MSG_WAITALL
   receive, a call not in the table, a thread in uninterruptible sleep or runnable inside
-  the call (woken or preempted there: how far it got is on its kernel stack only).
+  the call (woken or preempted there: how far it got is on its kernel stack only). The
+  signal mask is the caller's own again, as the interrupted call leaves it (sigsuspend's
+  is in ``saved_sigmask``, sigtimedwait's in ``real_blocked`` while they sleep), and a timed
+  sleep writes the time it had left where it writes it (nanosleep's rem, select's timeval),
+  from its hrtimer on the kernel stack: a restarted select waits what was left, a nanosleep
+  loop sleeps the rest.
 
 Registers of a thread not in a system call (preempted or faulting in user mode: ``orig_ax``
 is -1 or an exception's error code and ``ax`` its user value), or of one whose call has
@@ -31,10 +36,12 @@ import struct
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
-from ..kernel.task.tasks import task_read_user, task_state
-from ..state import Registers
+from ..kernel.task.signal import sigset_value
+from ..kernel.task.tasks import task_comm, task_read_user, task_state
+from ..kernel.task.timers import hrtimer_soft_remaining, task_sleep_hrtimer
+from ..state import Registers, UserWrite
 
-__all__ = ["restart_syscall_fixup", "syscall_fixup"]
+__all__ = ["SyscallOutcome", "restart_syscall_fixup", "syscall_fixup"]
 
 # include/linux/errno.h (kernel-internal restart codes) and EINTR
 ERESTARTSYS = 512
@@ -47,7 +54,20 @@ INT80_INSN = b"\xcd\x80"
 U64 = 0xFFFF_FFFF_FFFF_FFFF
 #: include/uapi/linux/uio.h: a larger iovec array fails with EINVAL before blocking
 UIO_MAXIOV = 1024
-_MSGHDR_IOV_OFFSET = 16  # struct user_msghdr: name, namelen (padded), iov, iovlen, ...
+_MSGHDR_IOV_OFFSET = 16
+NSEC_PER_SEC, NSEC_PER_USEC = 10**9, 1000  # struct user_msghdr: name, namelen (padded), iov, iovlen, ...
+
+
+@dataclasses.dataclass(frozen=True)
+class SyscallOutcome:
+    """How a thread caught in a system call continues: its registers, whether they were
+    rewritten, its signal mask where the call had replaced it, and what the call writes into
+    its memory as it ends (the time left of its timeout)."""
+
+    regs: Registers
+    rewritten: bool = False
+    sigmask: int | None = None
+    user_writes: tuple[UserWrite, ...] = ()
 
 
 def _signed(v: int) -> int:
@@ -102,7 +122,7 @@ def _bytes_to_move(task: Struct, regs: Registers, call: BlockedSyscall) -> int:
 
 
 def _refuse(task: Struct, call: BlockedSyscall, why: str) -> UnsupportedError:
-    return UnsupportedError(f"thread {task.pid} is inside {call.name}(): {why}")
+    return UnsupportedError(f"PID {task.tgid} ({task_comm(task)}) thread {task.pid} is inside {call.name}(): {why}")
 
 
 def _check_syscall_entry(task: Struct, regs: Registers) -> bool:
@@ -114,14 +134,31 @@ def _check_syscall_entry(task: Struct, regs: Registers) -> bool:
     return insn == SYSCALL_INSN
 
 
-def blocked_syscall_fixup(task: Struct, regs: Registers) -> tuple[Registers, bool]:
+def _time_left(task: Struct, call: BlockedSyscall, regs: Registers) -> tuple[UserWrite, ...]:
+    """The remaining time an interrupted timed sleep writes back (see kernel/cpu/syscalls.py),
+    from the sleep's hrtimer; nothing for a call without such an out-parameter."""
+    if call.remaining_out is None:
+        return ()
+    reg, layout = call.remaining_out
+    timer = task_sleep_hrtimer(task)
+    if timer is None:
+        raise _refuse(task, call, "the timer of its timed sleep is not on its kernel stack")
+    sec, nsec = divmod(max(0, hrtimer_soft_remaining(timer)), NSEC_PER_SEC)
+    data = struct.pack("<qq", sec, nsec if layout == "timespec" else nsec // NSEC_PER_USEC)
+    return (UserWrite(getattr(regs, reg), data),)
+
+
+def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None) -> SyscallOutcome:
     """The registers a ``struct task_struct`` asleep inside a system call continues with
     (restarted, or returning -EINTR), as if a signal had interrupted the call and been
-    handled; UnsupportedError naming the call when that outcome is not in memory."""
+    handled; UnsupportedError naming the call when that outcome is not in memory. `vcpu`:
+    the vCPU it was current on (it may have been about to sleep there)."""
     call = interrupted_syscall(regs)
     state = task_state(task)
     if state in ("T", "t"):
         raise _refuse(task, call, "it is stopped by a tracer at the call's entry")
+    if state == "R" and vcpu is not None:
+        raise _refuse(task, call, f"it was running there on vCPU {vcpu}: how far the call got is not in memory")
     if state == "R":
         raise _refuse(task, call, "it is runnable there (woken or preempted): how far the call got is not in memory")
     if state != "S":
@@ -131,12 +168,15 @@ def blocked_syscall_fixup(task: Struct, regs: Registers) -> tuple[Registers, boo
     size = _bytes_to_move(task, regs, call)
     if size > PIPE_BUF:
         raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
-    return (_restarted(regs) if call.interruption == "restart" else _returning_eintr(regs)), True
+    fixed = _restarted(regs) if call.interruption == "restart" else _returning_eintr(regs)
+    sigmask = sigset_value(getattr(task, call.sigmask_in)) if call.sigmask_in else None
+    return SyscallOutcome(fixed, True, sigmask, _time_left(task, call, regs))
 
 
-def syscall_fixup(task: Struct, regs: Registers) -> tuple[Registers, bool]:
-    """The registers CRIU would record for a user ``struct task_struct`` not on a CPU (see the
-    module doc), and whether they were rewritten."""
+def syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None) -> SyscallOutcome:
+    """The registers CRIU would record for a user ``struct task_struct`` whose registers are
+    the ones saved on its kernel stack (see the module doc; `vcpu`: the vCPU it was in the
+    kernel on, if any)."""
     if _asleep_in_syscall(regs) and _check_syscall_entry(task, regs):
-        return blocked_syscall_fixup(task, regs)
-    return restart_syscall_fixup(regs)
+        return blocked_syscall_fixup(task, regs, vcpu)
+    return SyscallOutcome(*restart_syscall_fixup(regs))

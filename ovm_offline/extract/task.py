@@ -56,6 +56,7 @@ from ..state import (
     TaskStateName,
     ThreadState,
 )
+from .running import running_thread_state
 from .syscall import syscall_fixup
 
 __all__ = ["SNAPSHOT_DIFFERENCES", "TIMER_SIGNAL_RACE", "TaskCommon", "extract_task_common"]
@@ -163,11 +164,10 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
     if not tid:
         raise GuestDataError(f"thread {task.pid} is not visible in the dumped PID namespace")
     if task.has_member_("on_cpu") and task.on_cpu:
-        # Its user registers (if in user mode) and FPU state are in a vCPU, not in memory.
-        raise UnsupportedError(
-            f"thread {task.pid} was running on a CPU at the snapshot: stop it (SIGSTOP) before dumping guest memory"
-        )
-    regs, restarted = syscall_fixup(task, task_user_regs(task))
+        outcome, fpu = running_thread_state(prog, task)
+    else:
+        outcome, fpu = syscall_fixup(task, task_user_regs(task)), task_fpu(task)
+    regs = outcome.regs
     rseq, regs = rseq_fixup(task, task_rseq(task), regs)
     sas_sp, sas_size, sas_flags = task_sigaltstack(task)
     pending = task_pending(task)
@@ -177,10 +177,10 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
         comm=task_comm(task),
         state=task_state(task),
         regs=regs,
-        fpu=task_fpu(task),
+        fpu=fpu,
         tls=task_tls(task),
         clear_tid_addr=int(task.clear_child_tid),
-        blocked=task_sigmask(task),
+        blocked=task_sigmask(task) if outcome.sigmask is None else outcome.sigmask,
         pending=_queued(pending, f"pending of pid {task.pid}"),
         pending_mask=sigpending_mask(pending),
         sas_sp=sas_sp,
@@ -194,7 +194,8 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
         sched_prio=task_rt_priority(task),
         creds=task_credentials(task),
         seccomp_mode=task.seccomp.mode if task.has_member_("seccomp") else 0,
-        syscall_restarted=restarted,
+        syscall_restarted=outcome.rewritten,
+        user_writes=list(outcome.user_writes),
         pdeath_signal=task.pdeath_signal,
     )
 

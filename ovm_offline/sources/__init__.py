@@ -9,15 +9,31 @@ from pathlib import Path
 from ._files import fail
 from .base import PhysicalRun, PhysicalSource, VcpuState
 from .elf import ELF_MAGIC, ElfSource
+from .hmp_registers import VcpuStateOverlay
 from .kdump import KdumpSource
 from .kdump_format import FLAT_SIGNATURE, KDUMP_SIGNATURE
 from .live import LiveSource, RecordedLiveSource, is_recorded_live
 
 
-def open_source(path: str | os.PathLike[str]) -> PhysicalSource:
+def open_source(path: str | os.PathLike[str], vcpu_state: str | os.PathLike[str] | None = None) -> PhysicalSource:
     """Open a dump file by its magic (ELF, flattened makedumpfile stream, plain kdump), or a
-    recorded live snapshot directory. Any problem is a SourceError naming the file."""
-    path = Path(path)
+    recorded live snapshot directory. `vcpu_state`: HMP `info registers -a` text captured
+    with a dump file (dump files carry no FPU registers). Any problem is a SourceError naming
+    the file."""
+    source = _open_source(Path(path))
+    if vcpu_state is None:
+        return source
+    if isinstance(source, RecordedLiveSource):
+        source.close()
+        raise fail(path, "a recorded live snapshot has its own vCPU state (registers.txt): drop --vcpu-state")
+    try:
+        return VcpuStateOverlay(source, vcpu_state)
+    except BaseException:
+        source.close()
+        raise
+
+
+def _open_source(path: Path) -> PhysicalSource:
     if path.is_dir():
         if is_recorded_live(path):
             return RecordedLiveSource(path)

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
-__all__ = ["PhysicalRun", "PhysicalSource", "VcpuState", "iter_chunks"]
+__all__ = ["PhysicalRun", "PhysicalSource", "VcpuFpu", "VcpuState", "iter_chunks"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +19,21 @@ class PhysicalRun:
 
     start: int  # guest-physical address
     length: int  # bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class VcpuFpu:
+    """A vCPU's x87/SSE/AVX registers as HMP `info registers -a` prints them (dump files
+    carry none). x87 registers in physical order (FPR0..7, 10 bytes each), the tag word in
+    FXSAVE's abridged form; ``ymm_hi`` the upper 128 bits of YMM0..15 when AVX is enabled."""
+
+    fcw: int
+    fsw: int
+    ftw: int
+    mxcsr: int
+    fpr: tuple[bytes, ...]
+    xmm: tuple[bytes, ...]
+    ymm_hi: tuple[bytes, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +47,12 @@ class VcpuState:
     rsp: int | None = None
     gs_base: int | None = None
     kernel_gs_base: int | None = None
+    #: current privilege level (0 kernel, 3 user)
+    cpl: int | None = None
+    #: every general register by its user_regs_struct name (rax, ..., rip, eflags, cs, ss,
+    #: fs_base, gs_base, ds, es, fs, gs)
+    gprs: dict[str, int] | None = None
+    fpu: VcpuFpu | None = None
 
 
 class PhysicalSource(Protocol):

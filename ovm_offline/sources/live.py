@@ -3,7 +3,7 @@
 The file is one RAM memory region; where its bytes appear in guest-physical space comes from
 HMP `info mtree -f` (the flat view of address space "memory": each range names the region it
 shows and the offset into it, so the pc machine's ram-below-4g/ram-above-4g aliases arrive
-already resolved). vCPU CR3/CR4 come from HMP `info registers -a`.
+already resolved). vCPU registers come from HMP `info registers -a` (hmp_registers.py).
 
 A recorded snapshot is a directory with `guest-ram` (a copy of the file), `mtree.txt` and
 `registers.txt` (the two HMP outputs, saved at the same moment).
@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 from ._files import MappedFile, RunMap, fail
 from .base import PhysicalRun, VcpuState
+from .hmp_registers import parse_registers
 from .notes import parse_vmcoreinfo
 
 __all__ = [
@@ -117,32 +118,6 @@ def guess_memdev(ranges: list[FlatRange], file_size: int) -> str | None:
         fits[r.region] = fits.get(r.region, True) and r.offset + (r.end - r.start + 1) <= file_size
     candidates = [name for name in totals if fits[name]]
     return max(candidates, key=lambda name: totals[name]) if candidates else None
-
-
-_CPU = re.compile(r"^CPU#(\d+)", re.MULTILINE)
-_REG = re.compile(r"\b(RIP|EIP|RSP|ESP|CR3|CR4)=([0-9a-fA-F]+)")
-_GS = re.compile(r"^GS =[0-9a-fA-F]+ ([0-9a-fA-F]+) ", re.MULTILINE)
-
-
-def parse_registers(text: str) -> list[VcpuState]:
-    """vCPUs from HMP `info registers -a` (64-bit or 32-bit register names)."""
-    marks = list(_CPU.finditer(text))
-    vcpus = []
-    for i, mark in enumerate(marks):
-        block = text[mark.end() : marks[i + 1].start() if i + 1 < len(marks) else len(text)]
-        regs = {name: int(value, 16) for name, value in _REG.findall(block)}
-        gs = _GS.search(block)
-        vcpus.append(
-            VcpuState(
-                index=int(mark.group(1)),
-                cr3=regs.get("CR3"),
-                cr4=regs.get("CR4"),
-                rip=regs.get("RIP", regs.get("EIP")),
-                rsp=regs.get("RSP", regs.get("ESP")),
-                gs_base=int(gs.group(1), 16) if gs else None,
-            )
-        )
-    return vcpus
 
 
 # ==== VMCOREINFO in guest RAM =====================================================================

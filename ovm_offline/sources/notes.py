@@ -211,6 +211,7 @@ def parse_vmcoreinfo(text: bytes) -> dict[str, str]:
 
 def vcpu_from(index: int, prstatus: PrStatus | None, state: QemuCpuState | None) -> VcpuState:
     """One vCPU from its PRSTATUS and/or QEMU note; the QEMU note is the richer one (CR3/CR4)."""
+    gprs = dict(prstatus.regs) if prstatus is not None else None
     if state is not None:
         return VcpuState(
             index=index,
@@ -220,6 +221,8 @@ def vcpu_from(index: int, prstatus: PrStatus | None, state: QemuCpuState | None)
             rsp=state.gprs["rsp"],
             gs_base=state.segments["gs"].base,
             kernel_gs_base=state.kernel_gs_base,
+            cpl=state.segments["cs"].selector & 3,
+            gprs=gprs,
         )
     if prstatus is not None:
         return VcpuState(
@@ -227,6 +230,8 @@ def vcpu_from(index: int, prstatus: PrStatus | None, state: QemuCpuState | None)
             rip=prstatus.regs["rip"],
             rsp=prstatus.regs["rsp"],
             gs_base=prstatus.regs["gs_base"],
+            cpl=prstatus.regs["cs"] & 3,
+            gprs=gprs,
         )
     return VcpuState(index=index)
 

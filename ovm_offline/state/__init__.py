@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from .cpu import REGISTER_NAMES, FpuState, Registers, TlsEntry
 from .files import Fd, FileKindName, FileState, FsState, OpenFile, Owner
-from .mm import FileIdentity, MmState, PageRun, SharedMemory, Vma, VmaKind
+from .mm import FileIdentity, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
 from .ns import CgroupDir, CgroupPerms, CgroupProperty, IpcNamespaceState, IpcShmSegment, NamespaceIds
 from .process import ProcessState, TaskStateName
 from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SigAction, ThreadState
 
 __all__ = [
+    "UserWrite",
     "TaskStateName",
     "VmaKind",
     "CgroupDir",

@@ -8,7 +8,7 @@ from typing import Literal
 #: What a VMA is, as /proc/PID/maps names it (a file mapping is "file").
 VmaKind = Literal["anon", "file", "heap", "stack", "vdso", "vvar", "vsyscall"]
 
-__all__ = ["VmaKind", "FileIdentity", "Vma", "PageRun", "SharedMemory", "MmState"]
+__all__ = ["VmaKind", "FileIdentity", "Vma", "PageRun", "SharedMemory", "MmState", "UserWrite"]
 
 
 @dataclasses.dataclass
@@ -51,6 +51,15 @@ class PageRun:
     lazy: bool = False  # CRIU marks these pages PE_LAZY (anonymous private memory)
 
 
+@dataclasses.dataclass(frozen=True)
+class UserWrite:
+    """Bytes the kernel stores into a process as it ends a call that a signal interrupted
+    (nanosleep's remaining time, select's timeval): laid over its saved pages."""
+
+    vaddr: int
+    data: bytes
+
+
 @dataclasses.dataclass
 class SharedMemory:
     """A file of the kernel's internal shmem mount that a VMA maps: anonymous shared memory
@@ -90,3 +99,4 @@ class MmState:
     pages: list[PageRun]  # ascending vaddr, only inside private VMAs CRIU dumps
     swapped_pages: int = 0  # present in no dump: counted and reported
     zero_pages: int = 0  # mapped to the zero page: not saved, as CRIU does
+    user_writes: list[UserWrite] = dataclasses.field(default_factory=list)  # over `pages`

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import field
 
 from .cpu import FpuState, Registers, TlsEntry
+from .mm import UserWrite
 
 __all__ = ["SigAction", "QueuedSignal", "Credentials", "Itimer", "PosixTimer", "Rseq", "ThreadState"]
 
@@ -99,3 +100,5 @@ class ThreadState:
     seccomp_mode: int
     syscall_restarted: bool = False  # registers were rewritten so the interrupted syscall restarts
     pdeath_signal: int = 0  # prctl(PR_SET_PDEATHSIG); CRIU stores it only when nonzero
+    #: what the kernel writes into the process as it ends the call the thread sleeps in
+    user_writes: list[UserWrite] = field(default_factory=list)

@@ -22,11 +22,12 @@ import struct
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
+from ...sources.base import VcpuFpu
 from ...state import FpuState
 from ..core.objects import Struct
 from .regs import X86_FEATURE_XSAVE, boot_cpu_has
 
-__all__ = ["XstateLayout", "compacted_offsets", "task_fpu", "uabi_xstate"]
+__all__ = ["XstateLayout", "compacted_offsets", "fpu_from_vcpu", "task_fpu", "uabi_xstate"]
 
 
 if TYPE_CHECKING:
@@ -196,3 +197,25 @@ def task_fpu(task: Struct) -> FpuState:
     sw = prog["xstate_fx_sw_bytes"].read_() if prog.has_symbol("xstate_fx_sw_bytes") else b""
     pkru = task.thread.pkru if task.thread.has_member_("pkru") else 0
     return uabi_xstate(prog.read(addr, size), init_legacy, sw, layout, user_xfeatures, pkru)
+
+
+def fpu_from_vcpu(saved: FpuState, live: VcpuFpu) -> FpuState:
+    """The FPU state of a task whose registers are live in a vCPU: `saved` (its fpstate in
+    memory, stale but laid out for this CPU: MXCSR_MASK, last-instruction pointers, XSAVE
+    components HMP does not print such as PKRU) with the x87, SSE and AVX registers the vCPU
+    holds. FXSAVE keeps ST(i) in stack order, QEMU prints physical FPR0-7."""
+    legacy = bytearray(saved.fxsave)
+    top = live.fsw >> 11 & 7
+    struct.pack_into("<HHB", legacy, 0, live.fcw, live.fsw, live.ftw)
+    struct.pack_into("<I", legacy, 24, live.mxcsr)
+    for i in range(8):
+        legacy[32 + 16 * i : 32 + 16 * i + 10] = live.fpr[(top + i) & 7]
+    legacy[160:416] = b"".join(live.xmm)
+    if saved.xstate_bv is None:
+        return FpuState(fxsave=bytes(legacy))
+    components = dict(saved.components)
+    xstate_bv = saved.xstate_bv | 1 << XFEATURE_FP | 1 << XFEATURE_SSE
+    if live.ymm_hi is not None:
+        components[XFEATURE_YMM] = b"".join(live.ymm_hi)
+        xstate_bv |= 1 << XFEATURE_YMM
+    return FpuState(fxsave=bytes(legacy), xstate_bv=xstate_bv, components=components)

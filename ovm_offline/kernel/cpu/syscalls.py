@@ -30,6 +30,7 @@ __all__ = [
     "ENOSYS",
     "PIPE_BUF",
     "BlockedSyscall",
+    "RemainingOut",
     "Interruption",
     "SyscallInfo",
     "interrupted_syscall",
@@ -46,6 +47,9 @@ FUTEX_CMD_MASK = 0x7F
 FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_LOCK_PI2 = 0, 6, 9, 13
 
 Interruption = Literal["restart", "eintr", "unknown"]
+#: A user pointer (in a register) the interrupted call writes the time left to, as a
+#: struct timespec or a struct timeval.
+RemainingOut = tuple[str, Literal["timespec", "timeval"]]
 #: How the byte count of a data-moving call is found: in an argument register, in an iovec
 #: array (pointer and count registers), or in a struct msghdr's iovec array.
 DataArgs = Literal["count", "iovec", "msghdr"]
@@ -61,6 +65,14 @@ class SyscallInfo:
     data_regs: tuple[str, ...] = ()
     #: the register holding recv flags, where MSG_WAITALL can make a read partial
     recv_flags_reg: str | None = None
+    #: where the caller's own signal mask waits while the call has replaced it (sigsuspend
+    #: sets ``blocked`` to its argument, sigtimedwait unblocks what it waits for); the call
+    #: (or the signal path after it) puts it back when interrupted
+    sigmask_in: Literal["saved_sigmask", "real_blocked"] | None = None
+    #: where the call writes the time left of its timeout when interrupted (nanosleep's rem,
+    #: select's timeval: kernel/time/hrtimer.c nanosleep_copyout, fs/select.c
+    #: poll_select_finish); NULL pointers are left alone
+    remaining_out: RemainingOut | None = None
 
 
 def _row(nr: int, name: str, how: Interruption, **kw: object) -> tuple[int, SyscallInfo]:
@@ -80,9 +92,9 @@ SYSCALLS: dict[int, SyscallInfo] = dict(
         _row(18, "pwrite64", "restart", moves_data="count", data_regs=("dx",)),
         _row(19, "readv", "restart"),
         _row(20, "writev", "restart", moves_data="iovec", data_regs=("si", "dx")),
-        _row(23, "select", "restart"),  # -ERESTARTNOHAND
+        _row(23, "select", "restart", remaining_out=("r8", "timeval")),  # -ERESTARTNOHAND
         _row(34, "pause", "restart"),  # -ERESTARTNOHAND
-        _row(35, "nanosleep", "eintr"),  # -ERESTART_RESTARTBLOCK
+        _row(35, "nanosleep", "eintr", remaining_out=("si", "timespec")),  # -ERESTART_RESTARTBLOCK
         _row(42, "connect", "restart"),
         _row(43, "accept", "restart"),
         _row(44, "sendto", "restart", moves_data="count", data_regs=("dx",)),
@@ -92,15 +104,15 @@ SYSCALLS: dict[int, SyscallInfo] = dict(
         _row(61, "wait4", "restart"),
         _row(72, "fcntl", "restart"),  # F_SETLKW and F_OFD_SETLKW are its only waits
         _row(73, "flock", "restart"),
-        _row(128, "rt_sigtimedwait", "eintr"),
-        _row(130, "rt_sigsuspend", "restart"),  # -ERESTARTNOHAND
+        _row(128, "rt_sigtimedwait", "eintr", sigmask_in="real_blocked"),
+        _row(130, "rt_sigsuspend", "restart", sigmask_in="saved_sigmask"),  # -ERESTARTNOHAND
         _row(202, "futex", "restart"),  # by operation and timeout: interrupted_syscall
-        _row(230, "clock_nanosleep", "eintr"),  # TIMER_ABSTIME restarts: interrupted_syscall
+        _row(230, "clock_nanosleep", "eintr", remaining_out=("r10", "timespec")),  # TIMER_ABSTIME: see below
         _row(232, "epoll_wait", "eintr"),
         _row(247, "waitid", "restart"),
         _row(257, "openat", "restart"),
-        _row(270, "pselect6", "restart"),  # -ERESTARTNOHAND
-        _row(271, "ppoll", "restart"),  # -ERESTARTNOHAND
+        _row(270, "pselect6", "restart", remaining_out=("r8", "timespec")),  # -ERESTARTNOHAND
+        _row(271, "ppoll", "restart", remaining_out=("dx", "timespec")),  # -ERESTARTNOHAND
         _row(281, "epoll_pwait", "eintr"),
         _row(288, "accept4", "restart"),
         _row(295, "preadv", "restart"),
@@ -123,6 +135,8 @@ class BlockedSyscall:
     interruption: Interruption
     #: why the outcome cannot be known from memory (refuse), else ""
     unknowable: str = ""
+    sigmask_in: Literal["saved_sigmask", "real_blocked"] | None = None
+    remaining_out: RemainingOut | None = None
 
 
 def syscall_info(number: int) -> SyscallInfo | None:
@@ -150,11 +164,13 @@ def interrupted_syscall(regs: Registers) -> BlockedSyscall:
         return BlockedSyscall(
             number, f"syscall {number}", "unknown", "ovm-offline does not know how it ends when interrupted"
         )
-    how, why = info.interruption, ""
+    how, why, remaining = info.interruption, "", info.remaining_out
     if info.name == "futex":
         how, why = _futex_interruption(regs)
     elif info.name == "clock_nanosleep" and regs.si & TIMER_ABSTIME:
-        how = "restart"  # hrtimer_nanosleep: an absolute sleep returns -ERESTARTNOHAND
+        how, remaining = "restart", None  # hrtimer_nanosleep: an absolute sleep returns -ERESTARTNOHAND
     elif info.recv_flags_reg and getattr(regs, info.recv_flags_reg) & MSG_WAITALL:
         why = "a MSG_WAITALL receive may already have taken part of its data"
-    return BlockedSyscall(number, info.name, how, why)
+    if remaining is not None and not getattr(regs, remaining[0]):
+        remaining = None
+    return BlockedSyscall(number, info.name, how, why, info.sigmask_in, remaining)

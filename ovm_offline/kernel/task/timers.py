@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError, UnsupportedError
 from ...state import Itimer, PosixTimer
 from ..core.objects import Pointer, Struct
+from ..cpu.regs import task_thread_size
 from ..ds.list import hlist_for_each_entry, list_for_each_entry
 from .pid import pid_nr_ns
 
@@ -34,10 +35,12 @@ __all__ = [
     "CLOCK_REALTIME_ALARM",
     "clock_now",
     "hrtimer_remaining",
+    "hrtimer_soft_remaining",
     "itimer_cpu",
     "itimer_real",
     "signal_itimers",
     "signal_posix_timers",
+    "task_sleep_hrtimer",
     "tick_nsec",
 ]
 
@@ -133,6 +136,36 @@ def hrtimer_remaining(timer: Struct, now: int | None = None) -> int:
     if now is None:
         now = clock_now(timer.prog_, hrtimer_clock_id(timer))
     return hrtimer_expires(timer) - now
+
+
+def task_sleep_hrtimer(task: Struct) -> Struct | None:
+    """The ``struct hrtimer`` that ends the timed sleep of a ``struct task_struct`` asleep in
+    nanosleep, select, poll and the like: the ``struct hrtimer_sleeper`` those keep on the
+    sleeper's kernel stack (do_nanosleep, schedule_hrtimeout_range), found as the word that
+    points back at the task with an active ``hrtimer_wakeup`` timer before it; None when the
+    sleep has no timer."""
+    prog = task.prog_
+    if not prog.has_symbol("hrtimer_wakeup"):
+        return None
+    stack, size = int(task.stack), task_thread_size(task)
+    if not stack:
+        return None
+    wakeup = prog.symbol_address("hrtimer_wakeup")
+    back = prog.member_offset("hrtimer_sleeper", "task")
+    raw = prog.read(stack, size)
+    for i in range(0, size - 7, 8):
+        if int.from_bytes(raw[i : i + 8], "little") != task.address_ or i < back:
+            continue
+        sleeper = prog.struct("hrtimer_sleeper", stack + i - back)
+        if int(sleeper.timer.function) == wakeup and hrtimer_active(sleeper.timer):
+            return sleeper.timer
+    return None
+
+
+def hrtimer_soft_remaining(timer: Struct) -> int:
+    """ns from now to the soft expiry of a ``struct hrtimer`` (the deadline a sleeper asked
+    for, before the slack the kernel may add), negative when overdue."""
+    return timer.member_("_softexpires") - clock_now(timer.prog_, hrtimer_clock_id(timer))
 
 
 def itimer_real(signal: Struct, now: int | None = None) -> Itimer:

@@ -1,0 +1,125 @@
+"""Guests dumped as they are: no SIGSTOP, the VM paused at a random moment while every task
+of the workload sleeps inside a system call (read, accept, connect, poll, select, epoll_wait,
+nanosleep, futex, wait4, sigtimedwait, ...). The restored program must see each call end as
+it would after a handled signal, and check every result itself."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from corpus import kernels, workloads
+from corpus.recorder import record_with_live_dump
+from corpus.restore import restore
+from ovm_offline.criu.diff import diff_dirs
+from ovm_offline.errors import ExitCode
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import dump_from, ovm, tree_digest, vcpu_state_of
+
+KERNELS = list(kernels.KERNELS)
+AS_IS = [w.name for w in workloads.WORKLOADS.values() if w.moment == "as-is" and w.name != "blockers-partial"]
+#: every take of every as-is workload that restores, as (workload, take)
+TAKES = [(w, t) for w in AS_IS for t in range(workloads.get_workload(w).takes)]
+pytestmark = pytest.mark.guest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(("workload", "take"), TAKES)
+def test_a_tree_paused_as_it_runs_restores_and_every_call_ends_right(recording, dumped, kernel, workload, take):
+    """Each take is paused at its own moment; blockers checks the result of every blocked
+    call (a call resumed with -ENOSYS, a lost or doubled byte, a wrong status fails it)."""
+    rec = recording(kernel, workload, take)
+    result = restore(rec, dumped(kernel, workload, take), log=lambda m: None)
+    assert result.ok, (
+        f"paused {rec.manifest['pause_delay_seconds']} s after ready: {result.detail}\n{result.restore_log[-3000:]}"
+    )
+
+
+def _time_left_shrank(d) -> bool:
+    """A page word that differs only because criu dumped seconds after our snapshot: the time
+    left of a timed sleep (nanosleep's rem, select's timeval) that both wrote back. Seconds
+    differ by that delay; where the seconds agree, the nanoseconds word differs."""
+    ours, theirs = (re.fullmatch(r"\+0x([0-9a-f]+): ([0-9a-f]{16})", str(v)) for v in (d.ours, d.theirs))
+    if d.path != "pagemap.pages.data" or not ours or not theirs or ours.group(1) != theirs.group(1):
+        return False
+    a, b = (int.from_bytes(bytes.fromhex(m.group(2)), "little") for m in (ours, theirs))
+    return 0 <= a - b <= 60 or (a < 10**9 and b < 10**9)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_blocked_calls_give_the_images_criu_writes(recording, dumped, kernel):
+    """blockers stays blocked until it is checked, so criu's own dump of it seconds later
+    sees the same calls: ours end each the same way (ip and ax of every thread, its signal
+    mask, the time left its timed sleep writes back)."""
+    rec = recording(kernel, "blockers")
+    result = diff_dirs(dumped(kernel, "blockers"), rec.golden)
+    rest = [d for d in result.differences if not _time_left_shrank(d)]
+    assert not rest, result.report()
+    assert len(result.differences) - len(rest) <= 5  # nanosleep, clock_nanosleep, select, pselect6, ppoll
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("workload", ["blockers", "spinners", "spinners-avx"])
+def test_every_source_of_a_tree_paused_as_it_runs_gives_the_same_images(recording, dumped, tmp_path, kernel, workload):
+    """Dump files with the vCPU state captured beside them, and the live snapshot (whose vCPU
+    state is QEMU's own), give the same images: registers of threads on a vCPU included."""
+    rec = recording(kernel, workload)
+    reference = tree_digest(dumped(kernel, workload))
+    for name, source in rec.kdumps.items():
+        out = dump_from(source, rec.manifest["root_pid"], tmp_path / name, *vcpu_state_of(rec))
+        assert tree_digest(out) == reference, f"{name} differs from the ELF dump's images"
+    out = dump_from(rec.live_dir, rec.manifest["root_pid"], tmp_path / "live")
+    assert tree_digest(out) == reference, "the live snapshot differs from the ELF dump's images"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_thread_on_a_vcpu_needs_the_vcpu_state_a_dump_file_lacks(recording, tmp_path, kernel):
+    """Busy threads are on the vCPUs: an ELF dump alone has no FPU registers for them, so the
+    dump is refused with how to get them; state captured at another moment is refused too."""
+    rec = recording(kernel, "spinners")
+    out = tmp_path / "out"
+    alone = ovm("dump", str(rec.elf), "--pid", str(rec.manifest["root_pid"]), "-D", str(out))
+    assert_one_line_failure(alone, "was running on vCPU", "--vcpu-state")
+    assert alone.returncode == ExitCode.UNSUPPORTED and not out.exists()
+    other = recording(kernel, "spinners", 1).live_dir / "registers.txt"
+    wrong = ovm(
+        "dump", str(rec.elf), "--vcpu-state", str(other), "--pid", str(rec.manifest["root_pid"]), "-D", str(out)
+    )
+    assert_one_line_failure(wrong, "was not captured at the dump's moment")
+    assert wrong.returncode == ExitCode.SOURCE and not out.exists()
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_write_that_moved_part_of_its_data_is_refused_by_name(recording, tmp_path, kernel):
+    """A 1 MiB write into a full pipe has moved 64 KiB before it blocked; how much is on the
+    writer's kernel stack only, so neither a restart nor an EINTR would be right."""
+    rec = recording(kernel, "blockers-partial")
+    out = tmp_path / "out"
+    result = ovm("dump", str(rec.elf), "--pid", str(rec.manifest["root_pid"]), "-D", str(out))
+    assert_one_line_failure(result, "(blockers) thread", "is inside write()", "1048576 bytes", "more than PIPE_BUF")
+    assert result.returncode == ExitCode.UNSUPPORTED
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_dump_live_of_a_running_guest_restores(tmp_path, kernel):
+    """`dump --live` pauses a guest nobody stopped anything in, reads it and lets it run on;
+    the images restore in a fresh guest and blockers' checks pass."""
+    images = tmp_path / "images"
+    dumped: list[str] = []
+
+    def dump_live(guest, root):
+        result = ovm(
+            "dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
+            "--pid", str(root), "-D", str(images),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        dumped.append(result.stderr)
+
+    rec = record_with_live_dump(kernel, "blockers", tmp_path / "rec", dump_live, log=lambda m: None)
+    assert dumped and f"dumped pid {rec.manifest['root_pid']}" in dumped[0]
+    result = restore(rec, images, log=lambda m: None)
+    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
