@@ -14,7 +14,7 @@ from corpus import initramfs, jobs, kernels
 from corpus.errors import GuestError
 from corpus.guest import Guest
 from corpus.restore import restore
-from corpus.workloads import STANDARD
+from corpus.workloads import STANDARD, get_workload
 
 KERNELS = list(kernels.KERNELS)
 CASES = [(k, w) for k in KERNELS for w in STANDARD]
@@ -51,13 +51,17 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     assert len(re.findall(r"CR3=[0-9a-f]{16}", registers)) == 2  # one per vCPU (-smp 2)
     assert "ram0" in (rec.live_dir / "mtree.txt").read_text()
 
-    # the in-guest facts describe the stopped workload criu dumped
+    # the in-guest facts describe the workload criu dumped: stopped, or running on as-is
     assert m["uname"] == kernels.get_kernel(kernel).release
+    assert m["moment"] == get_workload(workload).moment
     procs = {p["pid"]: p for p in m["processes"]}
     root = procs[m["root_pid"]]
     assert root["pid"] >= 10000 and root["sid"] == root["pid"] == root["pgid"]
     for pid in m["members"]:
-        assert procs[pid]["state"] == "T", f"member {pid} not stopped when dumped"
+        stopped = procs[pid]["state"] == "T"
+        assert stopped == (m["moment"] == "stopped"), (
+            f"member {pid} in state {procs[pid]['state']}, moment {m['moment']}"
+        )
         assert procs[pid]["pgid"] == root["pid"]
     # criu writes a core image per thread, named by the id seen inside the tree's PID namespace
     expected = set()

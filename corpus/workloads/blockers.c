@@ -18,7 +18,9 @@
  *
  * Usage:  blockers [partial-write]
  *         partial-write adds a child blocked in one write() of 1 MiB into a pipe nobody
- *         reads: it blocks having moved 64 KiB, which a memory-only dump must refuse.
+ *         reads: it blocks having moved 64 KiB, which a memory-only dump must refuse (it
+ *         cannot tell what count the call would return); criu's seize ends it short and
+ *         the child's loop writes the rest, as a careful program's does.
  * READY:  READY root=PID n=OPS ops=name,name,...
  * CHECK:  (on SIGUSR1: the root pokes every child (data, connections, SIGUSR2, a grandchild's
  *         exit), collects their verdicts and reaps them; later SIGUSR1s repeat the verdict)
@@ -210,10 +212,18 @@ static void block_write_partial(struct op *o, char *err, size_t errlen)
 	}
 	for (int i = 0; i < PARTIAL_BYTES; i++)
 		buf[i] = (unsigned char)mix64((uint64_t)i);
-	long r;
-	RETRY(r, syscall(SYS_write, o->fd[1], buf, PARTIAL_BYTES));
-	if (r != PARTIAL_BYTES)
-		FAILF("write of 1 MiB returned %ld (errno %d)", r, r < 0 ? errno : 0);
+	/* A careful program writes the rest after a short write, as a signal (or criu's seize)
+	 * ends a pipe write that moved part of its bytes with that part's count. */
+	long done = 0;
+	while (done < PARTIAL_BYTES) {
+		long r;
+		RETRY(r, syscall(SYS_write, o->fd[1], buf + done, PARTIAL_BYTES - done));
+		if (r <= 0) {
+			FAILF("write of 1 MiB returned %ld after %ld bytes (errno %d)", r, done, r < 0 ? errno : 0);
+			break;
+		}
+		done += r;
+	}
 	free(buf);
 }
 
