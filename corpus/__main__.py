@@ -46,14 +46,15 @@ def record(kernel_names: tuple[str, ...], workload_names: tuple[str, ...], force
 @click.option(
     "--images", type=click.Path(exists=True, file_okay=False), help="Images to restore (default: the golden ones)."
 )
-def restore(kernel_name: str, workload_name: str, images: str | None) -> None:
+@click.option("--take", default=0, show_default=True, help="Which recording of an as-is workload.")
+def restore(kernel_name: str, workload_name: str, images: str | None, take: int) -> None:
     """Restore images in a fresh guest and judge the workload's run."""
     from pathlib import Path
 
     from .recorder import record as record_one
     from .restore import restore as restore_one
 
-    rec = record_one(kernel_name, workload_name, log=lambda m: click.echo(m, err=True))
+    rec = record_one(kernel_name, workload_name, log=lambda m: click.echo(m, err=True), take=take)
     result = restore_one(rec, Path(images) if images else rec.golden)
     click.echo(f"{'PASS' if result.ok else 'FAIL'} {workload_name} on {kernel_name}: {result.detail}")
     sys.exit(0 if result.ok else 1)

@@ -59,6 +59,22 @@ class Recording:
         return self.root / "files.tar"
 
 
+def on_vcpus(snapshot: Path) -> str:
+    """Which tasks were current on which vCPU when the guest was paused, as ovm-offline reads
+    the snapshot (the guest cannot say: its own tools ran before the pause)."""
+    from ovm_offline import inventory, sources
+    from ovm_offline.errors import OvmError
+
+    try:
+        with sources.open_source(snapshot) as source:
+            procs = inventory.list_processes(inventory.open_kernel(source))
+            count = len(source.vcpus())
+    except OvmError as e:
+        return f"tasks on the vCPUs unknown: {e}"
+    running = {cpu: f"{tid} ({p.comm})" for p in procs for tid, cpu in p.on_cpu}
+    return ", ".join(f"vCPU {cpu}: {running.get(cpu, 'idle')}" for cpu in range(count))
+
+
 def recording_key(kernel: kernels.UnpackedKernel, workload: Workload, take: int = 0) -> str:
     # only what shapes a recording (the workload's check function does not)
     shape = (
@@ -220,6 +236,8 @@ def _record_into(
         timings={k: round(v, 2) for k, v in timings.items()},
     )
     (path / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    if workload.moment == "as-is":
+        log(f"{workload.name} on {kernel_name} take {take}: {on_vcpus(path / 'live')}")
     shutil.copyfile(work / "console.log", path / "console.log")
     shutil.rmtree(work)
     cache.finish(path)

@@ -72,12 +72,13 @@ def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | No
 
 # --- ps --------------------------------------------------------------------------------------
 
-PS_COLUMNS = ("PID", "PPID", "THR", "S", "NSPID", "CGROUP", "CONTAINER", "COMM")
+PS_COLUMNS = ("PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", "COMM")
 
 
 def _ps_row(p) -> tuple:
     comm = f"[{p.comm}]" if p.kthread else p.comm
-    return (p.pid, p.ppid, p.nthreads, p.state, p.ns_pid, p.cgroup or "-", p.container or "-", comm)
+    cgroup, container = p.cgroup or "-", p.container or "-"
+    return (p.pid, p.ppid, p.nthreads, p.state, p.cpus_text(), p.ns_pid, cgroup, container, comm)
 
 
 def _print_table(rows: list[tuple], header: tuple) -> None:
@@ -118,8 +119,8 @@ def _print_tree(procs) -> None:
 @click.option("--no-kernel-threads", is_flag=True, help="Leave out kernel threads.")
 @click.option("--container", help="Only processes of this container (as the CONTAINER column shows it).")
 def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
-    """List the guest's processes: PID, PPID, threads, state, PID inside its namespace, cgroup,
-    container, command.
+    """List the guest's processes: PID, PPID, threads, state, the CPUs (vCPUs) its threads were
+    on, PID inside its namespace, cgroup, container, command.
 
     \b
     ovm-offline ps guest.elf

@@ -1,7 +1,8 @@
 """What runs in the guest: processes, their namespaces, cgroups and containers.
 
 ``list_processes(open_kernel(source, symbol_dirs))`` gives one `ProcessInfo` per
-thread-group leader (what ``ps -e`` lists).
+thread-group leader (what ``ps -e`` lists), with the threads that were current on a CPU
+(the vCPU of the same index) at the snapshot.
 
 Containers: a process belongs to a container when it lives in a non-initial PID
 namespace or in a non-root v2 cgroup.  The container id is readable and stable for
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 from .errors import GuestDataError, SymbolError
 from .kernel.core.identify import open_kernel as _open_kernel
 from .kernel.core.memory import Program
+from .kernel.cpu.vcpu import cpu_curr_tasks
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from .kernel.task.pid import (
@@ -74,7 +76,12 @@ class ProcessInfo:
     kthread: bool
     task_address: int  # kernel virtual address of the leader's task_struct
     tids: tuple[int, ...] = ()  # global thread ids, leader first
+    on_cpu: tuple[tuple[int, int], ...] = ()  # (thread id, CPU = vCPU index) of threads current on a CPU
     problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
+
+    def cpus_text(self) -> str:
+        """The CPUs its threads were current on, as ps shows them: "1", "0,1", or "-"."""
+        return ",".join(str(cpu) for cpu in sorted({cpu for _, cpu in self.on_cpu})) or "-"
 
 
 def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[str]] = (), **kwargs) -> Program:
@@ -82,11 +89,14 @@ def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[
     return _open_kernel(source, symbol_dirs, **kwargs)
 
 
-def _process_info(prog: Program, task) -> tuple[ProcessInfo, int | None]:
-    """A ProcessInfo without its container, plus the inode of its level-1 PID namespace."""
+def _process_info(prog: Program, task, current: dict[int, int]) -> tuple[ProcessInfo, int | None]:
+    """A ProcessInfo without its container, plus the inode of its level-1 PID namespace.
+    `current` maps the task current on each CPU to that CPU."""
     problems: list[str] = []
     pid = task.pid
-    tids = tuple(t.pid for t in for_each_thread(task))
+    threads = list(for_each_thread(task))
+    tids = tuple(t.pid for t in threads)
+    on_cpu = tuple((t.pid, current[t.address_]) for t in threads if t.address_ in current)
 
     def soft(what: str, fn, default=None):
         # Optional details of one process must not hide every other process.
@@ -123,6 +133,7 @@ def _process_info(prog: Program, task) -> tuple[ProcessInfo, int | None]:
         kthread=is_kthread(task),
         task_address=task.address_,
         tids=tids,
+        on_cpu=on_cpu,
         problems=tuple(problems),
     )
     return info, outer_inum
@@ -166,7 +177,11 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
     Raises GuestDataError if the task list itself cannot be walked; a process whose
     optional details (namespaces, cgroup, credentials) cannot be read is still
     listed, with the reasons in `problems`."""
-    raw = [_process_info(prog, task) for task in for_each_process(prog)]
+    try:
+        current = cpu_curr_tasks(prog)
+    except (GuestDataError, SymbolError):
+        current = {}  # which task runs where is a detail: the processes are still listed
+    raw = [_process_info(prog, task, current) for task in for_each_process(prog)]
     try:
         init_pidns = pid_ns_inum(prog["init_pid_ns"])
     except (GuestDataError, SymbolError):

@@ -5,6 +5,7 @@ it would after a handled signal, and check every result itself."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -89,6 +90,27 @@ def test_a_thread_on_a_vcpu_needs_the_vcpu_state_a_dump_file_lacks(recording, tm
     )
     assert_one_line_failure(wrong, "was not captured at the dump's moment")
     assert wrong.returncode == ExitCode.SOURCE and not out.exists()
+
+
+def _on_cpu(source) -> dict[int, int]:
+    result = ovm("ps", str(source), "--json")
+    assert result.returncode == 0, result.stderr
+    return {tid: cpu for line in result.stdout.splitlines() for tid, cpu in json.loads(line)["on_cpu"]}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_ps_says_which_threads_were_on_the_vcpus(recording, kernel):
+    """Two threads spin on two vCPUs: in some take at least one of them is current on one, at
+    most one thread per vCPU, and the dump file and the live snapshot agree."""
+    spinning = set()
+    for take in range(workloads.get_workload("spinners").takes):
+        rec = recording(kernel, "spinners", take)
+        on_cpu = _on_cpu(rec.elf)
+        assert set(on_cpu.values()) <= {0, 1} and len(set(on_cpu.values())) == len(on_cpu)
+        assert _on_cpu(rec.live_dir) == on_cpu
+        root = str(rec.manifest["root_pid"])
+        spinning |= {t["pid"] for t in rec.manifest["member_details"][root]["tasks"]} & on_cpu.keys()
+    assert spinning, "no take of spinners caught a spinning thread on a vCPU"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

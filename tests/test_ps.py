@@ -56,6 +56,7 @@ def test_ps_from_every_source_agrees_with_the_guest(recording, kernel, workload)
             assert o["ns_pid"] == g["nspid"][-1] and o["cgroup"] == g["cgroup"], name
             assert o["namespaces"]["pid"] == g["ns"]["pid"] and o["namespaces"]["mnt"] == g["ns"]["mnt"], name
             assert o["kthread"] == g["kernel_thread"], name
+            assert not o["on_cpu"] or pid not in members, f"{name}: stopped pid {pid} shown on a CPU"
         kernel_threads = {p for p, g in guest.items() if g["kernel_thread"]}
         assert kernel_threads <= set(ours), f"{name}: kernel threads missing"
         # containers: the workload's processes share one, host processes have none
@@ -77,7 +78,7 @@ def test_ps_tree_and_table(recording, kernel):
     assert any(line.strip(" │├└─").startswith(f"{root} pipetree") for line in tree.stdout.splitlines())
     table = ovm("ps", str(rec.elf))
     header = table.stdout.splitlines()[0].split()
-    assert header == ["PID", "PPID", "THR", "S", "NSPID", "CGROUP", "CONTAINER", "COMM"]
+    assert header == ["PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", "COMM"]
     assert any(line.split()[0] == str(root) and line.split()[-1] == "pipetree" for line in table.stdout.splitlines())
 
 

@@ -20,6 +20,8 @@ from .regs import USER_CS, USER_DS
 
 __all__ = [
     "cpu_curr",
+    "cpu_curr_tasks",
+    "nr_cpu_ids",
     "in_entry_text",
     "task_cpu",
     "task_fpu_in_memory",
@@ -63,6 +65,22 @@ def cpu_curr(prog: Program, cpu: int) -> int:
     else:
         address = per_cpu_address(prog, "current_task", cpu)
     return prog.read_u64(address)
+
+
+def nr_cpu_ids(prog: Program) -> int:
+    """How many CPUs the kernel may bring up (kernel/smp.c nr_cpu_ids), bounded by its
+    per-CPU offset table."""
+    limit = len(prog["__per_cpu_offset"])
+    count = int(prog["nr_cpu_ids"])
+    if not 0 < count <= limit:
+        raise GuestDataError(f"nr_cpu_ids is {count}, beyond the {limit} per-CPU areas")
+    return count
+
+
+def cpu_curr_tasks(prog: Program) -> dict[int, int]:
+    """The ``struct task_struct`` address current on each possible CPU, mapped to that CPU
+    (an idle CPU's is its idle task)."""
+    return {cpu_curr(prog, cpu): cpu for cpu in range(nr_cpu_ids(prog))}
 
 
 def _gs_swapped(prog: Program, vcpu: VcpuState, cpu: int) -> bool:
