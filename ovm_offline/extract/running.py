@@ -60,7 +60,14 @@ def running_thread_state(prog: Program, task: Struct) -> tuple[SyscallOutcome, F
             " where its user registers are in neither place whole"
         )
     outcome = syscall_fixup(task, task_user_regs(task), vcpu.index)
+    # thread.fsbase/gsbase are saved only when the task is switched out: while it runs, the
+    # user's FS base is live in the vCPU and, after swapgs, its GS base in MSR_KERNEL_GS_BASE
+    # (the dump notes have it; HMP text does not print it)
+    regs = outcome.regs
     if vcpu.gprs is not None:
-        outcome = dataclasses.replace(outcome, regs=dataclasses.replace(outcome.regs, fs_base=vcpu.gprs["fs_base"]))
+        regs = dataclasses.replace(regs, fs_base=vcpu.gprs["fs_base"])
+    if vcpu.kernel_gs_base is not None:
+        regs = dataclasses.replace(regs, gs_base=vcpu.kernel_gs_base)
+    outcome = dataclasses.replace(outcome, regs=regs)
     fpu = task_fpu(task) if task_fpu_in_memory(task) else _live_fpu(task, vcpu)
     return outcome, fpu
