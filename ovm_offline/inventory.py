@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from .errors import GuestDataError, SymbolError
 from .kernel.core.identify import open_kernel as _open_kernel
 from .kernel.core.memory import Program
-from .kernel.cpu.vcpu import cpu_curr_tasks
+from .kernel.cpu.percpu import cpu_curr_tasks
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from .kernel.task.pid import (

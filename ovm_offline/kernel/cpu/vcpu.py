@@ -11,19 +11,16 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from ...errors import GuestDataError, UnsupportedError
+from ...errors import UnsupportedError
 from ...sources.base import VcpuState
 from ...state import Registers
 from ..core.memory import Program
 from ..core.objects import Struct
+from .percpu import cpu_curr, task_cpu
 from .regs import USER_CS, USER_DS
 
 __all__ = [
-    "cpu_curr",
-    "cpu_curr_tasks",
-    "nr_cpu_ids",
     "in_entry_text",
-    "task_cpu",
     "task_fpu_in_memory",
     "task_vcpu",
     "vcpu_entry_user_regs",
@@ -41,46 +38,6 @@ SYSCALL_INSN_SIZE = 2
 #: CR3 bits that are no page-table address: PCID (11:0) and PTI's user-half bit (12)
 _CR3_FLAGS = (1 << 13) - 1
 _PHYS_MASK = (1 << 52) - 1
-
-
-def task_cpu(task: Struct) -> int:
-    """The CPU a ``struct task_struct`` runs or last ran on."""
-    return int(task.cpu if task.has_member_("cpu") else task.thread_info.cpu)
-
-
-def per_cpu_address(prog: Program, symbol: str, cpu: int) -> int:
-    """The address of per-CPU variable `symbol` on `cpu` (its link-time address is an offset
-    into every CPU's area, not shifted by KASLR)."""
-    offsets = prog["__per_cpu_offset"]
-    if not 0 <= cpu < len(offsets):
-        raise GuestDataError(f"cpu {cpu} is beyond __per_cpu_offset ({len(offsets)} entries)")
-    return (prog.symbols.symbol_address(symbol) + int(offsets[cpu])) & U64
-
-
-def cpu_curr(prog: Program, cpu: int) -> int:
-    """The address of the ``struct task_struct`` current on `cpu` (per-CPU current_task,
-    in ``pcpu_hot`` since 6.2)."""
-    if prog.has_symbol("pcpu_hot"):
-        address = per_cpu_address(prog, "pcpu_hot", cpu) + prog.member_offset("pcpu_hot", "current_task")
-    else:
-        address = per_cpu_address(prog, "current_task", cpu)
-    return prog.read_u64(address)
-
-
-def nr_cpu_ids(prog: Program) -> int:
-    """How many CPUs the kernel may bring up (kernel/smp.c nr_cpu_ids), bounded by its
-    per-CPU offset table."""
-    limit = len(prog["__per_cpu_offset"])
-    count = int(prog["nr_cpu_ids"])
-    if not 0 < count <= limit:
-        raise GuestDataError(f"nr_cpu_ids is {count}, beyond the {limit} per-CPU areas")
-    return count
-
-
-def cpu_curr_tasks(prog: Program) -> dict[int, int]:
-    """The ``struct task_struct`` address current on each possible CPU, mapped to that CPU
-    (an idle CPU's is its idle task)."""
-    return {cpu_curr(prog, cpu): cpu for cpu in range(nr_cpu_ids(prog))}
 
 
 def _gs_swapped(prog: Program, vcpu: VcpuState, cpu: int) -> bool:
