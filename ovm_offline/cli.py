@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -75,9 +76,15 @@ def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | No
 PS_COLUMNS = ("PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", "COMM")
 
 
+def printable(text: str) -> str:
+    """Guest-chosen text (a comm, a cgroup name) for a terminal: every character that is not
+    printable shown as '?', as procps does, so a guest cannot send escape sequences."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def _ps_row(p) -> tuple:
-    comm = f"[{p.comm}]" if p.kthread else p.comm
-    cgroup, container = p.cgroup or "-", p.container or "-"
+    comm = printable(f"[{p.comm}]" if p.kthread else p.comm)
+    cgroup, container = printable(p.cgroup or "-"), printable(p.container or "-")
     return (p.pid, p.ppid, p.nthreads, p.state, p.cpus_text(), p.ns_pid, cgroup, container, comm)
 
 
@@ -102,8 +109,8 @@ def _print_tree(procs) -> None:
     def show(p, prefix: str, last: bool, depth: int) -> None:
         branch = "" if depth == 0 else ("└─ " if last else "├─ ")
         extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
-        extra += f" [{p.container}]" if p.container else ""
-        click.echo(f"{prefix}{branch}{p.pid} {p.comm} ({p.state}){extra}")
+        extra += f" [{printable(p.container)}]" if p.container else ""
+        click.echo(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
         kids = sorted(children.get(p.pid, []), key=lambda c: c.pid)
         for i, c in enumerate(kids):
             show(c, prefix + ("" if depth == 0 else ("   " if last else "│  ")), i == len(kids) - 1, depth + 1)
@@ -160,11 +167,16 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     "--images-dir",
     "-D",
     "directory",
-    type=click.Path(file_okay=False),
+    type=click.Path(),  # what it may be is check_target's to say, in one line
     required=True,
     help="Where to write the images; must not exist or be empty.",
 )
-@click.option("--force", is_flag=True, help="Replace a non-empty images directory.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a non-empty images directory (one holding only *.img files and criu's logs; never a file,"
+    " a device or a symbolic link).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(
     source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, skip_unsupported, directory, force, quiet
@@ -182,6 +194,8 @@ def dump(
 
     if (pid is None) == (container is None):
         raise click.UsageError("give either --pid or --container")
+    if not directory:
+        raise click.BadParameter("the images directory name is empty", param_hint="-D")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
     with opened_source(source, live, qmp, mem, vcpu_state) as src:
         prog = inventory_open_kernel(src, symbol_dirs)
@@ -202,7 +216,7 @@ def dump(
                 bar.close()
     if not quiet:
         for line in summary.lines():
-            click.echo(line, err=True)
+            click.echo(printable(line), err=True)
 
 
 def inventory_open_kernel(src, symbol_dirs):
@@ -278,11 +292,17 @@ def diff(ours, theirs, show_ignored) -> None:
     sys.exit(result.exit_status)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C: partial output is removed and a paused live guest resumed
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         cli(standalone_mode=False)
     except OvmError as e:
-        click.echo(f"ovm-offline: {e}", err=True)
+        click.echo(f"ovm-offline: {printable(str(e))}", err=True)  # messages quote guest names
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("ovm-offline: interrupted", err=True)

@@ -63,7 +63,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
         "no process with PID 4242 in the guest (see `ovm-offline ps`)",
     ),
     ExitCode.INTERNAL: ("a bug of ours (OVM_DEBUG=1 shows the traceback)", "internal error: KeyError: ..."),
-    ExitCode.INTERRUPTED: ("interrupted (Ctrl-C)", "interrupted"),
+    ExitCode.INTERRUPTED: ("interrupted (Ctrl-C or SIGTERM); partial output removed", "interrupted"),
 }
 
 

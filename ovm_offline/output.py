@@ -1,46 +1,113 @@
 """Image directories appear whole or not at all: written under a temporary name beside the
-target and renamed into place when complete."""
+target and renamed into place when complete.
+
+What may be replaced is narrow, because `-D` comes from a user who may have mistyped it: an
+empty directory, or with --force a directory holding nothing but what an images directory
+holds (image files and criu's logs). Never a file, a device, a FIFO or a symbolic link."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import OutputExistsError, OvmError
 
-__all__ = ["atomic_directory", "check_target"]
+__all__ = ["atomic_directory", "check_target", "remove_abandoned_partials"]
+
+#: what an images directory may hold besides images: criu's logs and statistics
+_IMAGES_DIR_FILE = re.compile(r"[\w.+-]+\.img|[\w.+-]+\.log|stats-(dump|restore)")
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+
+
+def _not_images(target: Path) -> str | None:
+    """What in directory `target` is not part of an images directory, if anything."""
+    for entry in os.scandir(target):
+        if not entry.is_file(follow_symlinks=False) or not _IMAGES_DIR_FILE.fullmatch(entry.name):
+            return entry.name
+    return None
 
 
 def check_target(target: Path, force: bool) -> None:
-    """Refuse an existing non-empty directory (or a non-directory) unless `force`."""
-    if target.exists() and not force:
-        if not target.is_dir():
-            raise OutputExistsError(f"{target} exists and is not a directory; pass --force to replace it")
+    """Refuse a target that exists and is not an empty directory, or with `force` one that is
+    not an images directory; and a target whose parent does not exist."""
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputExistsError(f"{target} is a symbolic link; name the images directory itself")
+        if not stat.S_ISDIR(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "a file")
+            raise OutputExistsError(f"{target} exists and is {kind}, not a directory; it is never replaced")
         if any(target.iterdir()):
-            raise OutputExistsError(f"{target} exists and is not empty; pass --force to replace it")
+            if not force:
+                raise OutputExistsError(f"{target} exists and is not empty; pass --force to replace it")
+            stranger = _not_images(target)
+            if stranger is not None:
+                raise OutputExistsError(
+                    f"{target} holds {stranger!r}, which is no image file: --force replaces only an images directory"
+                )
     if not target.parent.is_dir():
         raise OvmError(f"{target.parent} does not exist")
+
+
+def _partial_prefix(target: Path) -> str:
+    return f".{target.name}.partial-"
+
+
+def remove_abandoned_partials(target: Path) -> list[Path]:
+    """Remove the temporary directories a killed run (SIGKILL, power loss) left beside
+    `target`: those whose writer, named in the directory name, no longer runs."""
+    removed = []
+    pattern = re.compile(re.escape(_partial_prefix(target)) + r"(\d+)-\w+")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(target.parent):
+            m = pattern.fullmatch(entry.name)
+            if m is None or not entry.is_dir(follow_symlinks=False) or _running(int(m.group(1))):
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextlib.contextmanager
 def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Iterator[Path]:
     """Yield an empty temporary directory; on success it replaces `target`, on any error
-    (or Ctrl-C) it is removed and `target` is left as it was."""
+    (or Ctrl-C, or SIGTERM, which the CLI turns into one) it is removed and `target` is left
+    as it was."""
+    if not os.fspath(target):
+        raise OvmError("the images directory name is empty")
     target = Path(target).absolute()
     check_target(target, force)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    for path in remove_abandoned_partials(target):
+        print(f"ovm-offline: removed {path.name}, left by a run that was killed", file=sys.stderr)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-", dir=target.parent))
     try:
         yield tmp
         os.chmod(tmp, 0o755)
         if target.exists():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            target.rename(old) if target.is_dir() else target.replace(old)
+            target.rename(old)
             tmp.rename(target)
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+            shutil.rmtree(old)
         else:
             tmp.rename(target)
     except BaseException:

@@ -17,6 +17,7 @@ Writers are deterministic (same messages -> same bytes). Every malformed input r
 from __future__ import annotations
 
 __all__ = [
+    "open_image_file",
     "KINDS",
     "KINDS_BY_MAGIC",
     "KINDS_BY_NAME",
@@ -67,9 +68,11 @@ __all__ = [
     "write_image",
 ]
 
+import errno
 import io
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -197,13 +200,34 @@ def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
     return Image(kind, entries, payloads)
 
 
+def open_image_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """An image file opened for reading: a regular file itself, never a symbolic link (which
+    could lead out of the directory), a FIFO (which would block) or a device."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ImageError(f"{path}: is a symbolic link, not an image file") from None
+        raise ImageError(f"{path}: cannot read: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket"}.get(
+            stat.S_IFMT(mode), "a device"
+        )
+        raise ImageError(f"{path}: is {kind}, not an image file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def read_image(path: str | os.PathLike[str]) -> Image:
     """Read and decode one image file; raises ImageError for anything malformed."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise ImageError(f"{p}: cannot read: {e.strerror or e}") from None
+    with open_image_file(p) as f:
+        try:
+            data = f.read()
+        except OSError as e:
+            raise ImageError(f"{p}: cannot read: {e.strerror or e}") from None
     return decode_image(data, str(p))
 
 
@@ -327,11 +351,13 @@ class ImageDir:
         return sorted(
             p.name
             for p in self.path.iterdir()
-            if p.is_file() and not NOT_IMAGES.fullmatch(p.name)
+            if p.is_file() and not p.is_symlink() and not NOT_IMAGES.fullmatch(p.name)
             and (p.name.endswith(".img") or kind_for_filename(p.name) is not None)
         )  # fmt: skip
 
     def load(self, name: str) -> Image:
+        if "/" in name or name in ("", ".", ".."):
+            raise ImageError(f"{name!r}: not the name of a file in {self.path}")
         if name not in self._cache:
             self._cache[name] = read_image(self.path / name)
         return self._cache[name]
@@ -400,8 +426,8 @@ class _map_file:
     def __enter__(self) -> memoryview | bytes:
         if self.need == 0 and not self.path.exists():
             return b""
+        self._f = open_image_file(self.path)
         try:
-            self._f = open(self.path, "rb")
             if os.fstat(self._f.fileno()).st_size == 0:
                 return b""
             self._m = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._files import fail
+from ._files import fail, open_input
 from .base import PhysicalRun, PhysicalSource, VcpuState
 from .elf import ELF_MAGIC, ElfSource
 from .hmp_registers import VcpuStateOverlay
@@ -38,11 +38,8 @@ def _open_source(path: Path) -> PhysicalSource:
         if is_recorded_live(path):
             return RecordedLiveSource(path)
         raise fail(path, "is a directory, not a dump file or a recorded live snapshot")
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(16)
-    except OSError as exc:
-        raise fail(path, f"cannot open: {exc.strerror or exc}") from None
+    with os.fdopen(open_input(path), "rb") as f:
+        magic = f.read(16)
     if magic.startswith(ELF_MAGIC):
         return ElfSource(path)
     if magic.startswith((FLAT_SIGNATURE, KDUMP_SIGNATURE)):

@@ -15,7 +15,7 @@ from typing import BinaryIO, Protocol
 from ..errors import SourceError
 from .base import PhysicalRun
 
-__all__ = ["BULK_CHUNK", "ByteReader", "MappedFile", "RunMap", "fail", "write_zeros"]
+__all__ = ["BULK_CHUNK", "ByteReader", "MappedFile", "RunMap", "fail", "open_input", "write_zeros"]
 
 
 #: biggest piece handed to one write() when we cannot use sendfile: large enough that Python
@@ -26,6 +26,35 @@ BULK_CHUNK = 8 << 20
 def fail(where: str | os.PathLike[str], problem: str) -> SourceError:
     """The one-line error every bad input turns into: '<file>: <problem>'."""
     return SourceError(f"{where}: {problem}")
+
+
+_NOT_A_FILE = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def open_input(path: str | os.PathLike[str], what: str = "a dump file") -> int:
+    """A read-only descriptor of a regular file or block device. Anything else is refused
+    before a byte is read: opening a FIFO would wait for a writer forever, a character device
+    could stream without end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise fail(path, f"cannot open: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISBLK(mode)):
+        os.close(fd)
+        raise fail(path, f"is {_NOT_A_FILE.get(stat.S_IFMT(mode), 'not a regular file')}, not {what}")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def file_size(fd: int) -> int:
+    """The size of a regular file or block device (whose st_size is 0)."""
+    return os.lseek(fd, 0, os.SEEK_END)
 
 
 class ByteReader(Protocol):
@@ -42,14 +71,11 @@ class ByteReader(Protocol):
 class MappedFile:
     """A read-only mmap of a file with bounds-checked reads; also keeps the fd for sendfile."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], what: str = "a dump file") -> None:
         self.name = str(path)
+        self._fd = open_input(path, what)
         try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise fail(path, f"cannot open: {exc.strerror or exc}") from None
-        try:
-            self.size = os.fstat(self._fd).st_size
+            self.size = file_size(self._fd)
             # mmap of an empty file is an error; an empty file is simply truncated
             self.mm: mmap.mmap | None = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ) if self.size else None
         except (OSError, ValueError) as exc:

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from ._files import fail
+from ._files import fail, open_input
 from .base import PhysicalSource, VcpuFpu, VcpuState
 
 __all__ = ["VcpuStateOverlay", "merge_vcpu_state", "parse_registers"]
@@ -153,7 +153,9 @@ class VcpuStateOverlay:
 
     def __init__(self, source: PhysicalSource, text_path: str | os.PathLike[str]) -> None:
         try:
-            with open(text_path, encoding="utf-8", errors="replace") as f:
+            with open(
+                open_input(text_path, "a file of `info registers -a` text"), encoding="utf-8", errors="replace"
+            ) as f:
                 text = f.read(1 << 20)
         except OSError as exc:
             raise fail(text_path, f"cannot read: {exc.strerror or exc}") from None

@@ -165,7 +165,7 @@ class RamFileSource:
         self, memory_file: str | os.PathLike[str], mtree_text: str, registers_text: str, memdev: str | None = None
     ) -> None:
         self.memory_file = str(memory_file)
-        self._file = MappedFile(memory_file)
+        self._file = MappedFile(memory_file, "a guest memory file")
         try:
             self._setup(mtree_text, registers_text, memdev)
         except BaseException:

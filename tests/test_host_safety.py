@@ -1,0 +1,139 @@
+"""The host comes first: what ovm-offline opens, what it may replace, what it leaves behind
+when stopped, and what guest-chosen text it prints to a terminal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ovm_offline.cli import printable
+from ovm_offline.errors import ExitCode
+from ovm_offline.output import atomic_directory, remove_abandoned_partials
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import dump_from, ovm
+
+
+@pytest.fixture
+def fifo(tmp_path) -> Path:
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("command", [["ps"], ["dump", "--pid", "1", "-D", "out"], ["convert"]])
+def test_a_fifo_or_device_given_as_the_dump_is_refused_before_reading(fifo, tmp_path, command):
+    """Opening a FIFO waits for a writer forever, /dev/zero never ends: refused by what they are."""
+    for source, what in ((fifo, "is a FIFO"), (Path("/dev/zero"), "is a character device")):
+        args = [command[0], str(source), *command[1:]] + ([str(tmp_path / "x.elf")] if command == ["convert"] else [])
+        result = ovm(*args, timeout=30)
+        assert_one_line_failure(result, str(source), what)
+        assert result.returncode == ExitCode.SOURCE
+
+
+def test_vcpu_state_that_is_a_fifo_is_refused(fifo, tmp_path):
+    elf = tmp_path / "tiny.elf"
+    elf.write_bytes(b"\x7fELF" + bytes(60))
+    result = ovm("ps", str(elf), "--vcpu-state", str(fifo), timeout=30)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+
+
+def test_show_reads_only_regular_files_inside_the_directory(fifo, tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    secret = tmp_path / "secret.img"
+    secret.write_bytes(b"not yours")
+    (images / "core-1.img").symlink_to(secret)
+    os.rename(fifo, images / "pstree.img")
+    for name, why in (
+        ("core-1.img", "is a symbolic link"),
+        ("pstree.img", "is a FIFO"),
+        ("../secret.img", "not the name"),
+    ):
+        result = ovm("show", str(images), name, timeout=30)
+        assert_one_line_failure(result, why)
+        assert result.returncode == ExitCode.IMAGES
+    listing = ovm("show", str(images), timeout=30)
+    assert "core-1.img" not in listing.stdout and "not yours" not in listing.stdout
+
+
+def test_the_images_directory_is_never_a_file_a_device_a_link_or_empty(fifo, tmp_path):
+    """Refused before the source is even opened; --force changes none of it."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "keep.txt").write_text("mine")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    plain = tmp_path / "notes.txt"
+    plain.write_text("mine")
+    cases = [
+        (fifo, "is a FIFO, not a directory"),
+        (plain, "is a file, not a directory"),
+        (link, "is a symbolic link"),
+        (real, "holds 'keep.txt', which is no image file"),
+    ]
+    for target, why in cases:
+        result = ovm("dump", "/no/such.elf", "--pid", "1", "-D", str(target), "--force", timeout=30)
+        assert_one_line_failure(result, why)
+        assert result.returncode == ExitCode.IMAGES
+    assert fifo.exists() and plain.read_text() == "mine" and (real / "keep.txt").read_text() == "mine"
+    assert link.is_symlink()
+    empty = ovm("dump", "/no/such.elf", "--pid", "1", "-D", "", timeout=30)
+    assert empty.returncode == ExitCode.SOURCE and "images directory name is empty" in empty.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link", "notes.txt", "real"]
+
+
+def test_a_killed_runs_partial_directory_is_removed_by_the_next(tmp_path):
+    target = tmp_path / "images"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    abandoned = tmp_path / f".images.partial-{int(gone.stdout)}-x1y2"
+    abandoned.mkdir()
+    (abandoned / "core-1.img").write_bytes(b"half")
+    alive = tmp_path / f".images.partial-{os.getpid()}-a1b2"  # a run still writing: left alone
+    alive.mkdir()
+    assert remove_abandoned_partials(target) == [abandoned]
+    assert not abandoned.exists() and alive.exists()
+    with atomic_directory(target) as tmp:
+        assert tmp.name.startswith(f".images.partial-{os.getpid()}-")
+        (tmp / "inventory.img").write_bytes(b"x")
+    assert (target / "inventory.img").read_bytes() == b"x"
+
+
+def test_guest_text_reaches_the_terminal_without_control_characters():
+    assert printable("a\x1b]0;owned\x07b") == "a?]0;owned?b"
+    assert printable("kworker/0:1 ünï") == "kworker/0:1 ünï"
+    assert printable("two\nlines") == "two?lines"
+
+
+@pytest.mark.guest
+def test_sigterm_removes_partial_output(recording, tmp_path):
+    """SIGTERM at any moment of a dump or a conversion: no images directory, no partial
+    directory, no temporary ELF is left (and the command says it was interrupted)."""
+    rec = recording("6.1", "memhog-64")
+    kdump = rec.kdumps["kdump-zlib"]
+    commands = {
+        "dump": ["dump", str(kdump), "--pid", str(rec.manifest["root_pid"]), "-D", str(tmp_path / "images")],
+        "convert": ["convert", str(kdump), str(tmp_path / "out.elf")],
+    }
+    for name, args in commands.items():
+        interrupted = 0
+        for delay in (0.8, 0.5, 0.3, 0.15):
+            proc = subprocess.Popen([sys.executable, "-m", "ovm_offline.cli", *args], stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            if proc.returncode == ExitCode.INTERRUPTED:
+                interrupted += 1
+                assert "interrupted" in err and "Traceback" not in err
+                assert list(tmp_path.iterdir()) == [], f"{name} left {list(tmp_path.iterdir())}"
+            else:
+                assert proc.returncode == 0, err
+                for p in tmp_path.iterdir():
+                    subprocess.run(["rm", "-rf", str(p)], check=True)
+        assert interrupted, f"{name} always finished before SIGTERM; shorten the delays"
+    dump_from(rec.elf, rec.manifest["root_pid"], tmp_path / "after")
