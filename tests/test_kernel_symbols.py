@@ -212,3 +212,17 @@ print(time.perf_counter() - t)
     elapsed = float(out.stdout.strip())
     print(f"warm open+pick+load: {elapsed * 1000:.1f} ms")
     assert elapsed < 0.5
+
+
+def test_an_isf_that_inflates_beyond_the_cap_is_refused_not_inflated_whole(tmp_path, monkeypatch):
+    """A few KiB of xz that inflate to 64 MiB stand for one that inflates to GiBs."""
+    monkeypatch.setattr(symmod, "MAX_ISF_BYTES", 8 << 20)
+    bomb = tmp_path / "bomb.json.xz"
+    with lzma.open(bomb, "wb") as f:
+        for _ in range(64):
+            f.write(b" " * (1 << 20))
+    assert bomb.stat().st_size < 64 << 10
+    with pytest.raises(SymbolError, match="larger than 8 MiB of JSON"):
+        symmod.open_isf_bytes(bomb)
+    ok = tiny_isf(tmp_path / "ok.json")
+    assert json.loads(symmod.open_isf_bytes(ok))["metadata"]["format"] == "6.2.0"

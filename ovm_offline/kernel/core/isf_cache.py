@@ -40,7 +40,7 @@ import struct
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -142,22 +142,23 @@ def find_isf_files(symbol_dirs: Iterable[str | os.PathLike[str]] = (), include_d
     return found
 
 
+#: the largest ISF text read (a distribution kernel's is 35-60 MB): a compressed file that
+#: inflates beyond it is refused rather than inflated whole into memory
+MAX_ISF_BYTES = 512 << 20
+_OPENERS: dict[str, Callable[..., Any]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+
+
 def open_isf_bytes(path: Path) -> bytes:
-    """The decompressed JSON text of an ISF."""
-    name = path.name
+    """The decompressed JSON text of an ISF, at most MAX_ISF_BYTES of it."""
+    opener = _OPENERS.get(path.suffix, open)
     try:
-        if name.endswith(".xz"):
-            with lzma.open(path) as f:
-                return f.read()
-        if name.endswith(".gz"):
-            with gzip.open(path) as f:
-                return f.read()
-        if name.endswith(".bz2"):
-            with bz2.open(path) as f:
-                return f.read()
-        return path.read_bytes()
+        with opener(path, "rb") as f:
+            data = f.read(MAX_ISF_BYTES + 1)
     except (OSError, lzma.LZMAError, EOFError, zlib.error, ValueError) as e:
         raise SymbolError(f"cannot read ISF {path}: {e}") from None
+    if len(data) > MAX_ISF_BYTES:
+        raise SymbolError(f"ISF {path} is larger than {MAX_ISF_BYTES >> 20} MiB of JSON: not a kernel's symbol table")
+    return data
 
 
 def json_loads(data: bytes) -> Any:
