@@ -105,18 +105,29 @@ def _print_tree(procs) -> None:
     for p in procs:
         parent = p.ppid if p.ppid in by_pid and p.ppid != p.pid else 0
         children.setdefault(parent, []).append(p)
+    shown: set[int] = set()
 
-    def show(p, prefix: str, last: bool, depth: int) -> None:
-        branch = "" if depth == 0 else ("└─ " if last else "├─ ")
-        extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
-        extra += f" [{printable(p.container)}]" if p.container else ""
-        click.echo(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
-        kids = sorted(children.get(p.pid, []), key=lambda c: c.pid)
-        for i, c in enumerate(kids):
-            show(c, prefix + ("" if depth == 0 else ("   " if last else "│  ")), i == len(kids) - 1, depth + 1)
+    def show(root) -> None:
+        # iterative: a hostile guest's chain of thousands of parents must not exhaust the stack
+        stack = [(root, "", True, 0)]
+        while stack:
+            p, prefix, last, depth = stack.pop()
+            shown.add(p.pid)
+            branch = "" if depth == 0 else ("└─ " if last else "├─ ")
+            extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
+            extra += f" [{printable(p.container)}]" if p.container else ""
+            click.echo(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
+            kids = sorted((c for c in children.get(p.pid, []) if c.pid not in shown), key=lambda c: c.pid)
+            inner = prefix + ("" if depth == 0 else ("   " if last else "│  "))
+            stack.extend((c, inner, i == len(kids) - 1, depth + 1) for i, c in reversed(list(enumerate(kids))))
 
     for root in sorted(children.get(0, []), key=lambda c: c.pid):
-        show(root, "", True, 0)
+        show(root)
+    # processes whose parent chain loops are reached from no root: show them, and say so
+    for p in sorted(procs, key=lambda p: p.pid):
+        if p.pid not in shown:
+            click.echo(f"ovm-offline: warning: the parent chain of PID {p.pid} loops; shown as a root", err=True)
+            show(p)
 
 
 @cli.command()

@@ -137,3 +137,30 @@ def test_sigterm_removes_partial_output(recording, tmp_path):
                     subprocess.run(["rm", "-rf", str(p)], check=True)
         assert interrupted, f"{name} always finished before SIGTERM; shorten the delays"
     dump_from(rec.elf, rec.manifest["root_pid"], tmp_path / "after")
+
+
+def _proc(pid: int, ppid: int, comm: str = "x"):
+    from ovm_offline.inventory import ProcessInfo
+    from ovm_offline.kernel.ns.nsproxy import NamespaceInodes
+
+    return ProcessInfo(
+        pid=pid, tgid=pid, ppid=ppid, nthreads=1, comm=comm, state="S", uid=0, euid=0, gid=0, egid=0,
+        pgid=pid, sid=pid, ns_pid=pid, pidns_inum=None, pidns_level=None, namespaces=NamespaceInodes(),
+        cgroup="/", container=None, kthread=False, task_address=0,
+    )  # fmt: skip
+
+
+def test_ps_tree_shows_every_process_when_parents_loop_or_nest_deep(capsys):
+    """A guest can make parent chains loop (hidden from every root before) or nest deeper
+    than Python's recursion limit."""
+    from ovm_offline.cli import _print_tree
+
+    looped = [_proc(1, 0, "init"), _proc(5, 6, "a"), _proc(6, 5, "b\x1b[2J")]
+    _print_tree(looped)
+    out, err = capsys.readouterr()
+    assert [line.split()[-3:-1] for line in out.splitlines()] == [["1", "init"], ["5", "a"], ["6", "b?[2J"]]
+    assert "parent chain of PID 5 loops" in err
+    deep = [_proc(1, 0)] + [_proc(n, n - 1) for n in range(2, 5002)]
+    _print_tree(deep)
+    out, _ = capsys.readouterr()
+    assert len(out.splitlines()) == 5001
