@@ -34,7 +34,7 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import for_each_process, for_each_thread, is_kthread, task_comm
 from .output import atomic_directory
-from .refusals import Refusal, decide
+from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
 from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
 
@@ -259,6 +259,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
             refusals.append(Refusal(task.pid, task_comm(task), str(e)))
     if len(processes) < len(tree):
         return Extraction(tree, processes, shared, None, refusals)
+    refusals += unencodable_text(processes)
     filekinds.leave_out_dangling_files(processes, refusals)
     root_namespaces = namespace_ids(prog["init_task"])
     cgroups = cgroup_dirs(prog, tree, processes, root_namespaces, refusals)

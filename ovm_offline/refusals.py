@@ -4,10 +4,13 @@ the dump decides on all of them before it writes anything."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from typing import Any
 
 from .errors import UnsupportedError
+from .state import ProcessState
 
-__all__ = ["SKIP_UNSUPPORTED", "Refusal", "decide"]
+__all__ = ["SKIP_UNSUPPORTED", "Refusal", "decide", "unencodable_text"]
 
 #: the option that leaves refused open files out instead
 SKIP_UNSUPPORTED = "--skip-unsupported"
@@ -48,3 +51,56 @@ def decide(refusals: list[Refusal], skip_unsupported: bool) -> list[Refusal]:
     if parts:
         raise UnsupportedError("; ".join(parts))
     return files
+
+
+def _bad_strings(value: Any, where: str, seen: set[int]) -> Iterator[tuple[str, str]]:
+    """(field path, text) of every string in extracted state that is not valid UTF-8 (the
+    kernel side keeps a path's undecodable bytes as surrogates, reversibly)."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                yield where, value
+        return
+    if id(value) in seen:
+        return
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        seen.add(id(value))
+        for f in dataclasses.fields(value):
+            yield from _bad_strings(getattr(value, f.name), f"{where}.{f.name}" if where else f.name, seen)
+    elif isinstance(value, (list, tuple)):
+        seen.add(id(value))
+        for i, item in enumerate(value):
+            yield from _bad_strings(item, f"{where}[{i}]", seen)
+    elif isinstance(value, dict):
+        seen.add(id(value))
+        for key, item in value.items():
+            yield from _bad_strings(item, f"{where}[{key!r}]", seen)
+
+
+def _shown(text: str) -> str:
+    return repr(text.encode("utf-8", "surrogateescape"))
+
+
+def unencodable_text(processes: list[ProcessState]) -> list[Refusal]:
+    """Names CRIU 3.17's images cannot hold: its protobuf string fields (paths, names) must be
+    valid UTF-8, and a guest's file names are bytes. Such an open file can be left out; the
+    same name elsewhere (cwd, a mapped file) refuses the process. Refused open files are
+    taken out of `processes`, as a file kind's own refusals are."""
+    refusals = []
+    for proc in processes:
+        for fd in list(proc.fds):
+            for where, text in _bad_strings(fd.file, "", set()):
+                why = f"its {where} {_shown(text)} is not valid UTF-8, which CRIU's images cannot hold"
+                refusals.append(Refusal.open_file(proc.global_pid, proc.comm, fd.fd, why))
+                proc.fds.remove(fd)
+                break
+        rest = {f.name: getattr(proc, f.name) for f in dataclasses.fields(proc) if f.name != "fds"}
+        for where, text in _bad_strings(rest, "", set()):
+            why = (
+                f"PID {proc.global_pid} ({proc.comm}): {where.strip('[]')} {_shown(text)} is not valid UTF-8,"
+                " which CRIU's images cannot hold"
+            )
+            refusals.append(Refusal(proc.global_pid, proc.comm, why))
+    return refusals

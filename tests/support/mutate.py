@@ -1,0 +1,63 @@
+"""A real recording with a few bytes of guest memory changed, as a hostile guest would have
+them: kernel objects are found through the library, their fields rewritten in a source that
+overlays the patches on the recording's own bytes."""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+from ovm_offline.kernel.core.memory import Program
+from ovm_offline.sources.base import PhysicalRun, PhysicalSource, VcpuState
+
+
+class PatchedSource:
+    """`base` with `patches` (guest-physical address -> bytes) laid over it."""
+
+    def __init__(self, base: PhysicalSource) -> None:
+        self.base = base
+        self.format_name = f"{base.format_name} (patched)"
+        self.patches: dict[int, bytes] = {}
+
+    def patch_virtual(self, prog: Program, vaddr: int, data: bytes) -> None:
+        """Rewrite kernel virtual memory at `vaddr` (page by page, as it may cross pages)."""
+        done = 0
+        while done < len(data):
+            room = 4096 - ((vaddr + done) & 4095)
+            piece = data[done : done + room]
+            self.patches[prog.translate(vaddr + done)] = piece
+            done += len(piece)
+
+    def runs(self) -> list[PhysicalRun]:
+        return self.base.runs()
+
+    def read(self, paddr: int, length: int) -> bytes:
+        data = bytearray(self.base.read(paddr, length))
+        for start, patch in self.patches.items():
+            lo, hi = max(start, paddr), min(start + len(patch), paddr + length)
+            if lo < hi:
+                data[lo - paddr : hi - paddr] = patch[lo - start : hi - start]
+        return bytes(data)
+
+    def copy_to(self, paddr: int, length: int, out: BinaryIO, **kwargs: object) -> None:
+        if any(start < paddr + length and paddr < start + len(p) for start, p in self.patches.items()):
+            out.write(self.read(paddr, length))
+        else:
+            self.base.copy_to(paddr, length, out, **kwargs)  # type: ignore[call-arg]
+
+    def vcpus(self) -> list[VcpuState]:
+        return self.base.vcpus()
+
+    def vmcoreinfo(self) -> dict[str, str] | None:
+        return self.base.vmcoreinfo()
+
+    def close(self) -> None:
+        self.base.close()
+
+    def __enter__(self) -> PatchedSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["PatchedSource"]

@@ -1,0 +1,43 @@
+"""Real recordings with guest memory rewritten as a hostile (or merely unusual) guest has it:
+each case ends in a refusal by name or a faithful image, never an internal error."""
+
+from __future__ import annotations
+
+import pytest
+
+from ovm_offline import dump as dumping
+from ovm_offline import inventory, sources
+from ovm_offline.errors import UnsupportedError
+from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
+from ovm_offline.kernel.task.tasks import find_task
+from tests.support.mutate import PatchedSource
+
+pytestmark = pytest.mark.guest
+
+
+def _log_file(prog, pid: int):
+    """The struct file of the workload's log (its stdout, fd 1)."""
+    return dict(for_each_file(task_files(find_task(prog, pid))))[1]
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_an_open_file_whose_name_is_not_utf8_is_refused_by_name_or_left_out(recording, tmp_path, kernel):
+    """Linux names are bytes; CRIU 3.17's images hold them as protobuf strings, which must be
+    UTF-8. The log file renamed to b'c\\xffunter.log' (same length) is refused naming PID, fd
+    and the bytes; --skip-unsupported leaves its fds out and writes the rest."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        qstr = _log_file(prog, pid).f_path.dentry.d_name
+        assert prog.read(int(qstr.name), 11) == b"counter.log"
+        source.patch_virtual(prog, int(qstr.name), b"c\xffunter.log")
+        prog = inventory.open_kernel(source)  # no cached translations or objects of before
+        with pytest.raises(UnsupportedError) as refused:
+            dumping.dump(source, prog, pid, tmp_path / "images")
+        message = str(refused.value)
+        assert f"PID {pid} (counter) fd 1: its identity.path b'/run/ovm/c\\xffunter.log' is not valid UTF-8" in message
+        assert "fd 2:" in message and "--skip-unsupported" in message and "\n" not in message
+        assert not (tmp_path / "images").exists()
+        summary = dumping.dump(source, prog, pid, tmp_path / "images", skip_unsupported=True)
+        assert len(summary.skipped) == 2 and (tmp_path / "images" / f"core-{pid}.img").exists()
