@@ -7,6 +7,7 @@ import pytest
 
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
+from ovm_offline.criu.images import ImageDir
 from ovm_offline.errors import UnsupportedError
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.task.tasks import find_task
@@ -41,3 +42,21 @@ def test_an_open_file_whose_name_is_not_utf8_is_refused_by_name_or_left_out(reco
         assert not (tmp_path / "images").exists()
         summary = dumping.dump(source, prog, pid, tmp_path / "images", skip_unsupported=True)
         assert len(summary.skipped) == 2 and (tmp_path / "images" / f"core-{pid}.img").exists()
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_file_offset_past_2_63_is_carried_as_criu_stores_it(recording, tmp_path, kernel):
+    """f_pos is a signed loff_t, and files with unsigned offsets (/proc/PID/mem) go past
+    2**63: CRIU stores lseek's result as a uint64, so f_pos -1 is 2**64-1 in the image, not an
+    internal error."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        file = _log_file(prog, pid)
+        offset = prog.member_offset("file", "f_pos")
+        source.patch_virtual(prog, int(file) + offset, (-1).to_bytes(8, "little", signed=True))
+        prog = inventory.open_kernel(source)
+        dumping.dump(source, prog, pid, tmp_path / "images")
+    regs = [e.reg for e in ImageDir(tmp_path / "images").load("files.img").entries if e.HasField("reg")]
+    assert [r.pos for r in regs if r.name.endswith("counter.log")] == [(1 << 64) - 1]

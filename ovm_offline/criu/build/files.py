@@ -16,6 +16,8 @@ from ...state import FileIdentity, OpenFile, Owner
 from .. import images
 from .common import F, fown
 
+U64 = (1 << 64) - 1
+
 __all__ = ["FD_CLOEXEC", "ExtraImage", "FileTable", "KindWriter", "has_size"]
 
 FD_CLOEXEC = 1
@@ -81,6 +83,9 @@ class FileTable:
         if key in self._by_key:
             return self._by_key[key]
         fid = self.next_id()
+        # f_pos is a signed loff_t; files with unsigned offsets (/proc/PID/mem, /dev/mem) go
+        # past 2**63, and CRIU stores what lseek returned as a uint64, as here
+        pos &= U64
         reg = F.reg_file_entry(id=fid, flags=flags, pos=pos, fown=fown(owner), name=identity.path, mode=identity.mode)
         if has_size(identity, flags):
             reg.size = identity.size
