@@ -3,12 +3,14 @@ each case ends in a refusal by name or a faithful image, never an internal error
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.criu.images import ImageDir
-from ovm_offline.errors import UnsupportedError
+from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.task.tasks import find_task
 from tests.support.mutate import PatchedSource
@@ -60,3 +62,26 @@ def test_a_file_offset_past_2_63_is_carried_as_criu_stores_it(recording, tmp_pat
         dumping.dump(source, prog, pid, tmp_path / "images")
     regs = [e.reg for e in ImageDir(tmp_path / "images").load("files.img").entries if e.HasField("reg")]
     assert [r.pos for r in regs if r.name.endswith("counter.log")] == [(1 << 64) - 1]
+
+
+def _patch_seccomp_mode(source, prog, pid: int, mode: int) -> None:
+    task = find_task(prog, pid)
+    address = task.address_ + prog.member_offset("task_struct", "seccomp") + prog.member_offset("seccomp", "mode")
+    source.patch_virtual(prog, address, mode.to_bytes(4, "little", signed=True))
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_seccomp_filters_are_refused_and_an_impossible_mode_is_bad_guest_data(recording, tmp_path, kernel):
+    """Restored without its filters a process would run unconfined: refused by name. A mode
+    that is none of 0, 1, 2 is inconsistent guest data, not an internal error."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    for mode, error, needle in (
+        (2, UnsupportedError, f"thread {pid} (counter) runs under seccomp filters"),
+        (-1, GuestDataError, f"task {pid} has seccomp mode -1"),
+    ):
+        with PatchedSource(sources.open_source(rec.elf)) as source:
+            _patch_seccomp_mode(source, inventory.open_kernel(source), pid, mode)
+            with pytest.raises(error, match=re.escape(needle)):
+                dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+        assert not (tmp_path / "images").exists()

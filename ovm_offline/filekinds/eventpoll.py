@@ -87,7 +87,9 @@ class EventpollWriter:
         fid = table.next_id()
         # each target's own id stays 0: CRIU 3.17 embeds them in the epoll's entry and never sets it
         tfds = [
-            F.eventpoll_tfd_entry(id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino, pos=t.pos & ((1 << 64) - 1))
+            F.eventpoll_tfd_entry(
+                id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino, pos=t.pos & ((1 << 64) - 1)
+            )
             for t in f.state.targets
         ]
         entry = F.eventpoll_file_entry(id=fid, flags=f.flags, fown=fown(f.owner), tfd=tfds)

@@ -20,7 +20,10 @@ from ...errors import GuestDataError
 from ...state import Credentials
 from ..core.objects import Pointer, Struct
 
-__all__ = ["kernel_cap_value", "task_credentials", "task_loginuid"]
+__all__ = ["SECCOMP_MODE_FILTER", "kernel_cap_value", "task_credentials", "task_loginuid", "task_seccomp_mode"]
+
+#: include/uapi/linux/seccomp.h: SECCOMP_MODE_DISABLED, _STRICT, _FILTER
+SECCOMP_MODE_FILTER = 2
 
 
 if TYPE_CHECKING:
@@ -157,3 +160,14 @@ def task_loginuid(task: Struct) -> int:
     if not task.has_member_("loginuid"):
         return U32
     return task.loginuid.val & U32
+
+
+def task_seccomp_mode(task: Struct) -> int:
+    """``seccomp.mode`` of a ``struct task_struct``: 0 disabled, 1 strict, 2 filter;
+    GuestDataError for any other value."""
+    if not task.has_member_("seccomp"):
+        return 0  # CONFIG_SECCOMP off
+    mode = int(task.seccomp.mode)
+    if not 0 <= mode <= SECCOMP_MODE_FILTER:
+        raise GuestDataError(f"task {task.pid} has seccomp mode {mode}, which is none of 0, 1, 2")
+    return mode
