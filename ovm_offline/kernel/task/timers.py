@@ -253,6 +253,9 @@ def k_itimer_state(timer: Struct, pid_ns: Pointer | Struct) -> PosixTimer:
     tid = pid_nr_ns(timer.it_pid, pid_ns) if notify & SIGEV_THREAD_ID else 0
     interval = timer.it_interval
     overrun = timer.it_overrun_last
+    if interval < 0 or overrun < 0:
+        # timer_settime refuses a negative interval; overruns only ever grow from 0
+        raise GuestDataError(f"posix timer {timer.it_id} has interval {interval} ns and overrun {overrun}")
     sig_none = notify & ~SIGEV_THREAD_ID == SIGEV_NONE
     value = 0
     if interval or timer.it_active or sig_none:
