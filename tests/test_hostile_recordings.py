@@ -12,6 +12,7 @@ from ovm_offline import inventory, sources
 from ovm_offline.criu.images import ImageDir
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
+from ovm_offline.kernel.mm.mmap import for_each_vma, vma_file
 from ovm_offline.kernel.task.tasks import find_task
 from tests.support.mutate import PatchedSource
 
@@ -85,3 +86,18 @@ def test_seccomp_filters_are_refused_and_an_impossible_mode_is_bad_guest_data(re
             with pytest.raises(error, match=re.escape(needle)):
                 dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
         assert not (tmp_path / "images").exists()
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_vma_mapping_past_2_64_is_bad_guest_data(recording, tmp_path, kernel):
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        vma = next(v for v in for_each_vma(find_task(prog, pid).mm) if vma_file(v) is not None)
+        start = int(vma.vm_start)
+        address = vma.address_ + prog.member_offset("vm_area_struct", "vm_pgoff")
+        source.patch_virtual(prog, address, (1 << 60).to_bytes(8, "little"))
+        with pytest.raises(GuestDataError, match=f"VMA 0x{start:x}-.* past 2\\*\\*64"):
+            dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+    assert not (tmp_path / "images").exists()

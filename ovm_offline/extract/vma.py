@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..errors import UnsupportedError
+from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.core.paging import PAGE_SIZE
 from ..kernel.fs import dcache
@@ -184,10 +184,14 @@ def vma_to_state(vma: Struct, mm: Struct) -> Vma:
     shared = bool(flags & VM_MAYSHARE)
     if flags & (VM_IO | VM_PFNMAP) and kind != "vvar" and not (f is not None and shared):
         raise UnsupportedError(f"VMA 0x{start:x}-0x{end:x} is VM_IO/VM_PFNMAP (a device mapping): CRIU cannot dump it")
+    pgoff = (vma.vm_pgoff << 12) if f is not None else 0
+    if pgoff + (end - start) > 1 << 64:
+        # vm_pgoff is in pages: mmap refuses an offset whose mapping would end past 2**64
+        raise GuestDataError(f"VMA 0x{start:x}-0x{end:x} maps its file from offset 0x{pgoff:x}, past 2**64")
     return Vma(
         start=start,
         end=end,
-        pgoff=(vma.vm_pgoff << 12) if f is not None else 0,
+        pgoff=pgoff,
         prot=prot,
         flags=vm_map_flags(flags, anonymous=f is None),
         kind=kind,
