@@ -101,3 +101,23 @@ def test_a_vma_mapping_past_2_64_is_bad_guest_data(recording, tmp_path, kernel):
         with pytest.raises(GuestDataError, match=f"VMA 0x{start:x}-.* past 2\\*\\*64"):
             dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
     assert not (tmp_path / "images").exists()
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_vma_tree_that_lost_its_vmas_is_bad_guest_data_not_an_empty_process(recording, tmp_path, kernel):
+    """An emptied mm_mt root, or a VMA pointer with its low bits set, once gave a dump of 0
+    VMAs and 0 pages that succeeded; map_count says how many there are."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    for field, value, needle in (
+        ("ma_root", 0, "but 0 VMAs were found"),
+        ("ma_root", 1, "which is no VMA pointer"),
+    ):
+        with PatchedSource(sources.open_source(rec.elf)) as source:
+            prog = inventory.open_kernel(source)
+            mm = find_task(prog, pid).mm
+            root = int(mm) + prog.member_offset("mm_struct", "mm_mt") + prog.member_offset("maple_tree", field)
+            source.patch_virtual(prog, root, value.to_bytes(8, "little"))
+            with pytest.raises(GuestDataError, match=needle):
+                dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+        assert not (tmp_path / "images").exists()

@@ -118,6 +118,9 @@ def _mm(mm: Pointer | Struct) -> Struct:
 
 # ------------------------------------------------------------------------- VMAs
 
+#: include/linux/xarray.h xa_mk_internal(257): what dup_mmap leaves in a half-copied mm_mt
+XA_ZERO_ENTRY = (257 << 2) | 2
+
 
 def for_each_vma(mm: Pointer | Struct, *, limit: int = MAX_VMAS) -> Iterator[Struct]:
     """Every ``struct vm_area_struct`` of a ``struct mm_struct``, ascending: the maple tree
@@ -132,8 +135,10 @@ def for_each_vma(mm: Pointer | Struct, *, limit: int = MAX_VMAS) -> Iterator[Str
     else:
         items = _mmap_list(m, limit)
     for first, last, entry in items:
+        if entry == XA_ZERO_ENTRY:
+            continue  # dup_mmap's marker where a failed fork stopped copying
         if entry & 7:
-            continue  # an internal/value entry, never a VMA pointer (they are 8-aligned)
+            raise GuestDataError(f"mm_mt of mm_struct at 0x{m.address_:x} holds 0x{entry:x}, which is no VMA pointer")
         vma = prog.struct("vm_area_struct", entry)
         start, end = vma.vm_start, vma.vm_end
         if not (start < end and start >= prev_end):
@@ -148,6 +153,9 @@ def for_each_vma(mm: Pointer | Struct, *, limit: int = MAX_VMAS) -> Iterator[Str
             raise GuestDataError(f"mm_struct at 0x{m.address_:x} has more than {limit} VMAs")
         prev_end = end
         yield vma
+    if count != m.map_count:
+        # a tree cut short or a garbage root would otherwise give a plausible, smaller mm
+        raise GuestDataError(f"mm_struct at 0x{m.address_:x} has map_count {m.map_count} but {count} VMAs were found")
 
 
 def _mmap_list(mm: Struct, limit: int) -> Iterator[tuple[int, int, int]]:
