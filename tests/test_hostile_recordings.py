@@ -121,3 +121,16 @@ def test_a_vma_tree_that_lost_its_vmas_is_bad_guest_data_not_an_empty_process(re
             with pytest.raises(GuestDataError, match=needle):
                 dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
         assert not (tmp_path / "images").exists()
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_task_size_x86_64_never_sets_is_bad_guest_data_not_a_process_without_pages(recording, tmp_path, kernel):
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        mm = find_task(prog, pid).mm
+        source.patch_virtual(prog, int(mm) + prog.member_offset("mm_struct", "task_size"), bytes(8))
+        with pytest.raises(GuestDataError, match="has task_size 0x0, which x86-64 never sets"):
+            dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+    assert not (tmp_path / "images").exists()

@@ -49,6 +49,7 @@ from ..kernel.mm.mmap import (
     mm_exe_file,
     mm_page_tables,
     mm_saved_auxv,
+    mm_task_size,
     mm_thp_disabled,
     mm_vdso_image,
     mmap_write_owner,
@@ -186,7 +187,7 @@ def select_pages(
     zero_pa = zero_page_pfn(prog) << 12
     hz = huge_zero_pfn(prog) if skip_huge_zero else None
     huge = (hz << 12, (hz << 12) + (2 << 20)) if hz is not None else None
-    task_size = mm.task_size
+    task_size = mm_task_size(mm)
     counters = _Counters()
     pages: list[PageRun] = []
     first_exec = next((i for i, (_k, v) in enumerate(vmas) if v.prot & PROT_EXEC), None)

@@ -21,6 +21,7 @@ from ..ds.maple import mt_for_each
 from ..ds.xarray import xa_load
 
 __all__ = [
+    "mm_task_size",
     "VM_DONTCOPY",
     "VM_DONTDUMP",
     "VM_EXEC",
@@ -168,6 +169,21 @@ def _mmap_list(mm: Struct, limit: int) -> Iterator[tuple[int, int, int]]:
         seen.add(v)
         yield ULONG_MAX, ULONG_MAX, v
         v = int(mm.prog_.struct("vm_area_struct", v).vm_next)
+
+
+#: the values x86-64 gives mm->task_size: TASK_SIZE_MAX with 4- and 5-level paging, and
+#: IA32_PAGE_OFFSET (or 3 GiB with ADDR_LIMIT_3GB) for 32-bit tasks
+X86_64_TASK_SIZES = frozenset({(1 << 47) - 4096, (1 << 56) - 4096, 0xFFFFE000, 0xC0000000})
+
+
+def mm_task_size(mm: Pointer | Struct) -> int:
+    """``task_size`` of a ``struct mm_struct``: the end of its user address space; one of the
+    sizes x86-64 sets, else GuestDataError (a wrong one would hide pages)."""
+    m = _mm(mm)
+    size = int(m.task_size)
+    if size not in X86_64_TASK_SIZES:
+        raise GuestDataError(f"mm_struct at 0x{m.address_:x} has task_size 0x{size:x}, which x86-64 never sets")
+    return size
 
 
 def vma_flags(vma: Struct) -> int:
