@@ -32,7 +32,7 @@ from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import task_namespaces
 from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
-from .kernel.task.tasks import for_each_process, for_each_thread, is_kthread, task_comm
+from .kernel.task.tasks import for_each_process, is_kthread, task_comm, thread_group
 from .output import atomic_directory
 from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
@@ -78,11 +78,15 @@ class DumpSummary:
 
 
 def find_task(prog: Program, pid: int):
-    """The thread-group leader ``struct task_struct`` with global PID `pid`."""
-    for task in for_each_process(prog):
-        if task.pid == pid:
-            return task
-    raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
+    """The thread-group leader ``struct task_struct`` with global PID `pid`; two of them is
+    inconsistent guest data (which would we dump?)."""
+    found = [task for task in for_each_process(prog) if task.pid == pid]
+    if not found:
+        raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
+    if len(found) > 1:
+        where = ", ".join(f"0x{t.address_:x}" for t in found)
+        raise GuestDataError(f"{len(found)} processes on the task list have PID {pid} (task_structs {where})")
+    return found[0]
 
 
 def container_root(prog: Program, container: str) -> int:
@@ -133,8 +137,8 @@ def process_tree(prog: Program, root) -> list:
         if len(order) > MAX_TREE:
             raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
         children: list = []
-        for thread in for_each_thread(task):
-            children.extend(
+        for thread in thread_group(task):
+            kids = list(
                 list_for_each_entry(
                     prog,
                     "task_struct",
@@ -144,10 +148,28 @@ def process_tree(prog: Program, root) -> list:
                     limit=MAX_TREE + 1,
                 )
             )
+            for kid in kids:
+                if int(kid.real_parent) != thread.address_:
+                    raise GuestDataError(
+                        f"TID {thread.pid}'s children list holds PID {kid.pid}, whose parent it is not"
+                    )
+            children.extend(kids)
             if len(children) > MAX_TREE:
                 raise GuestDataError(f"PID {task.pid} has more than {MAX_TREE} children")
         stack.extend(reversed(children))
+    _check_no_child_missing(prog, root, seen)
     return order
+
+
+def _check_no_child_missing(prog: Program, root: Struct, seen: set[int]) -> None:
+    """Every process whose parent is in the tree was found through a children list: one
+    reached only through the task list means a children list was cut short."""
+    for task in for_each_process(prog):
+        if task.address_ not in seen and int(task.real_parent.group_leader) in seen and task.address_ != root.address_:
+            raise GuestDataError(
+                f"PID {task.pid}'s parent PID {task.real_parent.pid} is in the tree below PID {root.pid},"
+                " but no children list there holds it"
+            )
 
 
 def namespace_ids(task) -> NamespaceIds:

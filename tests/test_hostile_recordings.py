@@ -13,7 +13,7 @@ from ovm_offline.criu.images import ImageDir
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.mm.mmap import for_each_vma, vma_file
-from ovm_offline.kernel.task.tasks import find_task
+from ovm_offline.kernel.task.tasks import find_task, for_each_process
 from tests.support.mutate import PatchedSource
 
 pytestmark = pytest.mark.guest
@@ -134,3 +134,35 @@ def test_a_task_size_x86_64_never_sets_is_bad_guest_data_not_a_process_without_p
         with pytest.raises(GuestDataError, match="has task_size 0x0, which x86-64 never sets"):
             dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
     assert not (tmp_path / "images").exists()
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_cut_short_thread_and_children_lists_and_a_doubled_pid_are_bad_guest_data(recording, tmp_path, kernel):
+    """Lists a hostile guest cut short once dumped as a smaller, plausible tree; a second
+    process with the root's PID was silently ignored."""
+    rec = recording(kernel, "pipetree")
+    pid = rec.manifest["root_pid"]
+
+    def children_emptied(source, prog):
+        head = int(find_task(prog, pid).children.address_of_())
+        source.patch_virtual(prog, head, head.to_bytes(8, "little") * 2)  # next = prev = head
+
+    def nr_threads_raised(source, prog):
+        signal = int(find_task(prog, pid).signal)
+        offset = prog.member_offset("signal_struct", "nr_threads")
+        source.patch_virtual(prog, signal + offset, (2).to_bytes(4, "little"))
+
+    def pid_doubled(source, prog):
+        other = next(t for t in for_each_process(prog) if t.pid not in (1, pid) and t.mm)
+        source.patch_virtual(prog, other.address_ + prog.member_offset("task_struct", "pid"), pid.to_bytes(4, "little"))
+
+    for mutate, needle in (
+        (children_emptied, "is in the tree below PID .* but no children list there holds it"),
+        (nr_threads_raised, f"PID {pid} has nr_threads 2 but 1 threads"),
+        (pid_doubled, f"2 processes on the task list have PID {pid}"),
+    ):
+        with PatchedSource(sources.open_source(rec.elf)) as source:
+            mutate(source, inventory.open_kernel(source))
+            with pytest.raises(GuestDataError, match=needle):
+                dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+        assert not (tmp_path / "images").exists()

@@ -249,9 +249,9 @@ class MmBusyError(GuestDataError):
 def thread_stack_pointers(task: Struct) -> list[int]:
     """The user stack pointer of every thread of a process (their saved pt_regs)."""
     from ..kernel.cpu.regs import task_pt_regs
-    from ..kernel.task.tasks import for_each_thread
+    from ..kernel.task.tasks import thread_group
 
-    return [task_pt_regs(t).sp & ((1 << 64) - 1) for t in for_each_thread(task)]
+    return [task_pt_regs(t).sp & ((1 << 64) - 1) for t in thread_group(task)]
 
 
 def task_mm_at_rest(prog: Program, task: Struct, allow_busy: bool) -> Struct:

@@ -44,7 +44,7 @@ from ..kernel.task.signal import (
     task_sigmask,
     task_signal,
 )
-from ..kernel.task.tasks import for_each_thread, task_comm, task_read_user, task_state
+from ..kernel.task.tasks import task_comm, task_read_user, task_state, thread_group
 from ..kernel.task.timers import signal_itimers, signal_posix_timers
 from ..state import (
     Itimer,
@@ -277,7 +277,7 @@ def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct)
     parent = leader.real_parent
     threads: list[ThreadState] = []
     if state not in ("zombie", "dead"):
-        threads = [extract_thread(prog, t, pid_ns) for t in for_each_thread(leader)]
+        threads = [extract_thread(prog, t, pid_ns) for t in thread_group(leader)]
         if not threads or threads[0].global_tid != leader.pid:
             raise GuestDataError(f"pid {leader.pid}: thread list does not start with the leader")
     return TaskCommon(

@@ -26,6 +26,7 @@ __all__ = [
     "task_ppid",
     "task_state",
     "task_uid",
+    "thread_group",
 ]
 
 
@@ -55,6 +56,19 @@ def for_each_process(prog: Program, *, limit: int = DEFAULT_LIMIT) -> Iterator[S
     init_task = prog.symbol_address("init_task")
     head = init_task + prog.member_offset("task_struct", "tasks")
     yield from list_for_each_entry(prog, "task_struct", head, "tasks", name="init_task.tasks", limit=limit)
+
+
+def thread_group(task: Struct) -> list[Struct]:
+    """Every thread of `task`'s thread group, checked against ``signal->nr_threads`` (which
+    the kernel changes together with the list): a list cut short is GuestDataError, not a
+    process with fewer threads."""
+    threads = list(for_each_thread(task))
+    signal = task.signal
+    if signal and signal.nr_threads != len(threads):
+        raise GuestDataError(
+            f"PID {task.pid} has nr_threads {signal.nr_threads} but {len(threads)} threads on its thread list"
+        )
+    return threads
 
 
 def for_each_thread(task: Struct, *, limit: int = MAX_THREADS) -> Iterator[Struct]:
