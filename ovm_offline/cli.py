@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import signal
 import sys
@@ -308,8 +309,19 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _say_warnings() -> None:
+    """The library's warnings (logger "ovm_offline") as one stderr line each."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("ovm-offline: warning: %(message)s"))
+    logger = logging.getLogger("ovm_offline")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
+    _say_warnings()
     try:
         cli(standalone_mode=False)
     except OvmError as e:

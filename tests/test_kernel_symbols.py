@@ -6,6 +6,7 @@ import base64
 import json
 import lzma
 import os
+import re
 import subprocess
 import sys
 import time
@@ -226,3 +227,38 @@ def test_an_isf_that_inflates_beyond_the_cap_is_refused_not_inflated_whole(tmp_p
         symmod.open_isf_bytes(bomb)
     ok = tiny_isf(tmp_path / "ok.json")
     assert json.loads(symmod.open_isf_bytes(ok))["metadata"]["format"] == "6.2.0"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda isf: isf["base_types"]["int"].update(size=0), "base type 'int' (int) has size 0"),
+        (lambda isf: isf["base_types"].update(pointer={"size": 4, "kind": "int"}), "base type 'pointer'"),
+        (lambda isf: isf["user_types"]["u1"]["fields"]["b"].update(offset=99), "u1.b is at offset 99, outside its 4"),
+        (lambda isf: isf["user_types"]["foo"].update(size=-8), "type 'foo' has no valid size"),
+    ],
+)
+def test_an_isf_whose_types_no_compiler_makes_is_refused_naming_the_type(tmp_path, mutate, needle):
+    path = tiny_isf(tmp_path / "t.json")
+    isf = json.loads(path.read_bytes())
+    mutate(isf)
+    path.write_text(json.dumps(isf))
+    with pytest.raises(SymbolError, match=re.escape(needle)):
+        load_isf(path, use_cache=False)
+
+
+@pytest.mark.guest
+def test_a_broken_isf_among_the_symbols_is_said_and_skipped(recording, tmp_path):
+    rec = recording("6.1", "counter")
+    (tmp_path / "broken.json").write_text('{"symbols": ')
+    (tmp_path / "empty.json.xz").write_bytes(lzma.compress(b"{}"))
+    result = subprocess.run(
+        [sys.executable, "-m", "ovm_offline.cli", "ps", str(rec.elf), "--symbols", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    warnings = result.stderr.splitlines()
+    assert any(f"{tmp_path / 'broken.json'} is not valid JSON" in w and w.endswith("skipped") for w in warnings)
+    assert any(f"{tmp_path / 'empty.json.xz'} lacks symbols/user_types" in w for w in warnings)
+    assert all(w.startswith("ovm-offline: warning: ") for w in warnings)
+    assert " init" in result.stdout

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,7 @@ from .symbols import (
 
 __all__ = ["open_kernel", "scan_banners"]
 
+log = logging.getLogger("ovm_offline")
 KASLR_ALIGN = 0x20_0000  # CONFIG_PHYSICAL_ALIGN: KERNELOFFSET is a multiple of 2 MiB
 BANNER_SCAN_CHUNK = 64 << 20
 MAX_BANNER_HITS = 4096
@@ -253,6 +255,18 @@ def open_kernel(
     return _open_by_banner(source, runs, candidates, searched, forced=isf is not None, use_cache=use_cache)
 
 
+def _load_candidate(path: Path, use_cache: bool, only: bool) -> SymbolTable | None:
+    """The ISF at `path`, or None (with a warning) when it is broken and others may fit;
+    the one ISF a user named, or the only one there is, fails with its own error."""
+    try:
+        return load_isf(path, use_cache=use_cache)
+    except SymbolError as e:
+        if only:
+            raise
+        log.warning("%s; skipped", e)
+        return None
+
+
 def _open_by_vmcoreinfo(
     source: PhysicalSource,
     runs: PhysicalRuns,
@@ -267,8 +281,8 @@ def _open_by_vmcoreinfo(
     for path, banner in candidates:
         if banner is not None and release is not None and banner_release(banner) != release:
             continue
-        symbols = load_isf(path, use_cache=use_cache)
-        if not _verify_vmcoreinfo_layout(source, runs, symbols, vmci, koff, pbase):
+        symbols = _load_candidate(path, use_cache, len(candidates) == 1)
+        if symbols is None or not _verify_vmcoreinfo_layout(source, runs, symbols, vmci, koff, pbase):
             continue
         d = (koff + pbase) & U64
         levels = _levels_options(source, runs, symbols, vmci, d)[0]
@@ -310,8 +324,8 @@ def _open_by_banner(
             continue
         tried_match = True
         for path in paths:
-            symbols = load_isf(path, use_cache=use_cache)
-            if not symbols.has_symbol("linux_banner"):
+            symbols = _load_candidate(path, use_cache, forced)
+            if symbols is None or not symbols.has_symbol("linux_banner"):
                 continue
             for prog, by_vcpu in _programs_at(source, runs, symbols, pa):
                 if by_vcpu:

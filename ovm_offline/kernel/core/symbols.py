@@ -11,6 +11,8 @@ Finding ISF files and their on-disk cache are in isf_cache.py.
 
 from __future__ import annotations
 
+import logging
+
 __all__ = [
     "CACHE_FORMAT",
     "HOW_TO_MAKE_ISF",
@@ -67,6 +69,8 @@ from .ktypes import (
     VoidType,
     unqualified,
 )
+
+log = logging.getLogger("ovm_offline")
 
 HOW_TO_MAKE_ISF = (
     "make one with `dwarf2json linux --elf vmlinux-with-debuginfo > FILE.json` "
@@ -296,7 +300,31 @@ def _parse_isf(path: Path) -> dict[str, Any]:
         or not isinstance(isf.get("user_types"), dict)
     ):
         raise SymbolError(f"ISF {path} lacks symbols/user_types: not a Volatility 3 ISF")
+    _check_isf_types(isf, path)
     return isf
+
+
+_SCALAR_KINDS = ("int", "char", "bool", "float")
+_SCALAR_SIZES = (1, 2, 4, 8, 16)
+
+
+def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
+    """The types every read trusts: scalar sizes a C compiler gives, x86-64 pointers of 8
+    bytes, and members inside their struct. Checked once per ISF (the cache keeps the result)."""
+    for name, base in (isf.get("base_types") or {}).items():
+        if not isinstance(base, dict):
+            raise SymbolError(f"ISF {path}: base type {name!r} is not an object")
+        size, kind = base.get("size"), base.get("kind")
+        if (kind in _SCALAR_KINDS and size not in _SCALAR_SIZES) or (name == "pointer" and size != 8):
+            raise SymbolError(f"ISF {path}: base type {name!r} ({kind}) has size {size!r}")
+    for name, user in isf["user_types"].items():
+        size = user.get("size") if isinstance(user, dict) else None
+        if not isinstance(size, int) or size < 0 or not isinstance(user.get("fields", {}), dict):
+            raise SymbolError(f"ISF {path}: type {name!r} has no valid size or fields")
+        for member, field in user.get("fields", {}).items():
+            offset = field.get("offset") if isinstance(field, dict) else None
+            if not isinstance(offset, int) or not 0 <= offset <= size:
+                raise SymbolError(f"ISF {path}: {name}.{member} is at offset {offset!r}, outside its {size} bytes")
 
 
 def isf_banners(
@@ -309,8 +337,10 @@ def isf_banners(
     for p in files:
         try:
             _sha, banner = index.info(p)
-        except SymbolError:
-            continue  # an unreadable file among many is not this guest's problem
+        except SymbolError as e:
+            # one bad file among many need not stop this guest's dump, but is said
+            log.warning("%s; skipped", e)
+            continue
         out.append((p, banner))
     index.save()
     return out
