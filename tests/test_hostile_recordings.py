@@ -166,3 +166,19 @@ def test_cut_short_thread_and_children_lists_and_a_doubled_pid_are_bad_guest_dat
             with pytest.raises(GuestDataError, match=needle):
                 dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
         assert not (tmp_path / "images").exists()
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_ps_keeps_a_damaged_process_in_its_list_and_says_what_is_damaged(recording, kernel):
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        task = find_task(prog, pid)
+        bogus = (0xFFFF_DEAD_0000_0000).to_bytes(8, "little")
+        source.patch_virtual(prog, task.address_ + prog.member_offset("task_struct", "real_cred"), bogus)
+        procs = {p.pid: p for p in inventory.list_processes(inventory.open_kernel(source))}
+    damaged = procs[pid]
+    assert damaged.comm == "counter" and damaged.uid == -1
+    assert {p.split(":")[0] for p in damaged.problems} == {"credentials", "namespaces"}  # user ns via cred
+    assert all(not p.problems for p in procs.values() if p.pid != pid)
