@@ -11,9 +11,11 @@ from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.criu.images import ImageDir
 from ovm_offline.errors import GuestDataError, UnsupportedError
+from ovm_offline.kernel.cpu.regs import task_user_regs
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.mm.mmap import for_each_vma, vma_file
-from ovm_offline.kernel.task.tasks import find_task, for_each_process
+from ovm_offline.kernel.task.tasks import find_task, for_each_process, task_state, thread_group
+from ovm_offline.kernel.task.timers import clock_now, hrtimer_clock_id, task_sleep_hrtimer
 from tests.support.mutate import PatchedSource
 
 pytestmark = pytest.mark.guest
@@ -182,3 +184,47 @@ def test_ps_keeps_a_damaged_process_in_its_list_and_says_what_is_damaged(recordi
     assert damaged.comm == "counter" and damaged.uid == -1
     assert {p.split(":")[0] for p in damaged.problems} == {"credentials", "namespaces"}  # user ns via cred
     assert all(not p.problems for p in procs.values() if p.pid != pid)
+
+
+def _sleeper_of(prog, pid: int):
+    """A thread of `pid` asleep in clock_nanosleep, and the hrtimer_sleeper of its sleep."""
+    for thread in thread_group(find_task(prog, pid)):
+        timer = task_sleep_hrtimer(thread)
+        if task_state(thread) == "S" and task_user_regs(thread).orig_ax == 230 and timer is not None:
+            return thread, timer
+    return None, None
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_sleeper_woken_by_its_own_timer_returns_0_and_a_stale_one_is_refused(recording, tmp_path, kernel):
+    """A VM paused after a sleeper's timer fired but before it ran: the thread is runnable
+    inside clock_nanosleep, hrtimer_wakeup has cleared its sleeper's task, and do_nanosleep
+    would return 0. Made from a thread really asleep there by rewriting what the wakeup
+    rewrites; the same with a timer that fired long ago (a stale sleeper) is refused."""
+    rec = recording(kernel, "threads-asis")
+    pid = rec.manifest["root_pid"]
+    for fired_ago, outcome in ((1_000_000, "returns 0"), (5_000_000_000, "refused")):
+        with PatchedSource(sources.open_source(rec.elf)) as source:
+            prog = inventory.open_kernel(source)
+            thread, timer = _sleeper_of(prog, pid)
+            if thread is None:
+                pytest.skip("no worker asleep in clock_nanosleep in this take")
+            tid, ip = thread.pid, task_user_regs(thread).ip
+            sleeper = timer.address_ - prog.member_offset("hrtimer_sleeper", "timer")
+            expiry = (clock_now(prog, hrtimer_clock_id(timer)) - fired_ago).to_bytes(8, "little", signed=True)
+            for address, value in (
+                (thread.address_ + prog.member_offset("task_struct", "__state"), bytes(4)),  # TASK_RUNNING
+                (sleeper + prog.member_offset("hrtimer_sleeper", "task"), bytes(8)),
+                (timer.address_ + prog.member_offset("hrtimer", "state"), bytes(1)),  # HRTIMER_STATE_INACTIVE
+                (timer.address_ + prog.member_offset("hrtimer", "_softexpires"), expiry),
+            ):
+                source.patch_virtual(prog, address, value)
+            out = tmp_path / outcome.replace(" ", "-")
+            if outcome == "refused":
+                with pytest.raises(UnsupportedError, match=f"thread {tid} is inside clock_nanosleep.*runnable"):
+                    dumping.dump(source, inventory.open_kernel(source), pid, out)
+                continue
+            dumping.dump(source, inventory.open_kernel(source), pid, out)
+        core = ImageDir(out).load(f"core-{tid}.img").entries[0]
+        regs = core.thread_info.gpregs
+        assert (regs.ax, regs.orig_ax, regs.ip) == (0, 230, ip)

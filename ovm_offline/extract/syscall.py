@@ -38,7 +38,7 @@ from ..kernel.core.objects import Struct
 from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
 from ..kernel.task.signal import sigset_value
 from ..kernel.task.tasks import task_comm, task_read_user, task_state
-from ..kernel.task.timers import hrtimer_soft_remaining, task_sleep_hrtimer
+from ..kernel.task.timers import hrtimer_soft_remaining, task_fired_sleep_hrtimer, task_sleep_hrtimer
 from ..state import Registers, UserWrite
 
 __all__ = ["SyscallOutcome", "restart_syscall_fixup", "syscall_fixup"]
@@ -73,6 +73,10 @@ class SyscallOutcome:
 def _signed(v: int) -> int:
     v &= U64
     return v - (1 << 64) if v >> 63 else v
+
+
+#: calls that only sleep until their timer fires (kernel/time/hrtimer.c do_nanosleep)
+_PURE_SLEEPS = frozenset({"nanosleep", "clock_nanosleep"})
 
 
 def _restarted(regs: Registers) -> Registers:
@@ -159,6 +163,9 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None
         raise _refuse(task, call, "it is stopped by a tracer at the call's entry")
     if state == "R" and vcpu is not None:
         raise _refuse(task, call, f"it was running there on vCPU {vcpu}: how far the call got is not in memory")
+    if state == "R" and call.name in _PURE_SLEEPS and task_fired_sleep_hrtimer(task) is not None:
+        # woken by its own timer: do_nanosleep returns 0 whatever else is pending
+        return SyscallOutcome(dataclasses.replace(regs, ax=0), True)
     if state == "R":
         raise _refuse(task, call, "it is runnable there (woken or preempted): how far the call got is not in memory")
     if state != "S":

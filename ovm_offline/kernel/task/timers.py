@@ -40,6 +40,7 @@ __all__ = [
     "itimer_real",
     "signal_itimers",
     "signal_posix_timers",
+    "task_fired_sleep_hrtimer",
     "task_sleep_hrtimer",
     "tick_nsec",
 ]
@@ -160,6 +161,42 @@ def task_sleep_hrtimer(task: Struct) -> Struct | None:
         if int(sleeper.timer.function) == wakeup and hrtimer_active(sleeper.timer):
             return sleeper.timer
     return None
+
+
+#: how long before the snapshot a sleeper's timer may have fired for it to be this call's
+FIRED_RECENTLY_NS = 50_000_000
+#: how far the timekeeping base the snapshot reads may lag the clock: one tick at HZ=100
+CLOCK_LAG_NS = 10_000_000
+
+
+def task_fired_sleep_hrtimer(task: Struct) -> Struct | None:
+    """The ``struct hrtimer`` of the timed sleep a runnable ``struct task_struct`` was woken
+    from by its own timer: hrtimer_wakeup has cleared the sleeper's task and the timer is
+    no longer queued, so do_nanosleep will return 0 when the task runs. Searched only in the
+    task's live frames (from its saved kernel SP up), and only a timer that fired within
+    FIRED_RECENTLY_NS of the snapshot's clock (which lags by up to a tick): a sleeper an
+    earlier call left in stale stack memory must not be taken for it. None unless exactly
+    one fits."""
+    prog = task.prog_
+    if not prog.has_symbol("hrtimer_wakeup"):
+        return None
+    stack, size = int(task.stack), task_thread_size(task)
+    sp = int(task.thread.sp)
+    if not stack or not stack <= sp < stack + size:
+        return None
+    wakeup = prog.symbol_address("hrtimer_wakeup")
+    at = prog.member_offset("hrtimer_sleeper", "timer") + prog.member_offset("hrtimer", "function")
+    raw = prog.read(sp, stack + size - sp)
+    fired = []
+    for i in range(at, len(raw) - 7, 8):
+        if int.from_bytes(raw[i : i + 8], "little") != wakeup:
+            continue
+        sleeper = prog.struct("hrtimer_sleeper", sp + i - at)
+        if sleeper.task or hrtimer_active(sleeper.timer):
+            continue
+        if -FIRED_RECENTLY_NS <= hrtimer_soft_remaining(sleeper.timer) <= CLOCK_LAG_NS:
+            fired.append(sleeper.timer)
+    return fired[0] if len(fired) == 1 else None
 
 
 def hrtimer_soft_remaining(timer: Struct) -> int:
