@@ -86,7 +86,9 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     files = {f["path"]: f for f in m["files"]}
     log = files[f"/run/ovm/{workload}.log"]
     stdout = next(fd for fd in m["member_details"][str(root["pid"])]["fds"] if fd["fd"] == 1)
-    assert stdout["target"] == log["path"] and stdout["pos"] == log["size"]
+    assert stdout["target"] == log["path"]
+    # the log is copied after criu's dump: a tree that runs on may have written more by then
+    assert stdout["pos"] == log["size"] if m["moment"] == "stopped" else stdout["pos"] <= log["size"]
     assert m["ready"].startswith("READY")
 
 
