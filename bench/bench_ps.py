@@ -43,7 +43,8 @@ print(len(procs), f"{t1 - t0:.4f}", f"{t2 - t1:.4f}", f"{t3 - t2:.4f}")
 
 
 def run_ours(dump: str, cache: Path, symbols: list[str]) -> tuple[float, str]:
-    env = dict(os.environ, OVM_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cached, as installed
+    env.update(OVM_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
     t = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", OURS, dump, *symbols], env=env, cwd=REPO, capture_output=True, text=True
