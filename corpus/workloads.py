@@ -200,6 +200,13 @@ _AS_IS = (
         description="blockers plus a 1 MiB write blocked after moving part of it (a dump must refuse it)",
     ),
     Workload(
+        "blockers-unknown",
+        "blockers",
+        ("unknown-call",),
+        moment="as-is",
+        description="blockers plus a child blocked in recvmmsg, a call a dump must refuse by name",
+    ),
+    Workload(
         "spinners",
         "spinners",
         ("2",),
@@ -240,6 +247,7 @@ STANDARD = (
     "evfds",
     "blockers",
     "blockers-partial",
+    "blockers-unknown",
     "spinners",
     "spinners-avx",
     "counter-asis",

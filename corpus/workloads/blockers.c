@@ -16,11 +16,13 @@
  * counts it. Nothing runs after READY until the check, so criu's own dump of the tree a
  * few seconds later sees the same calls.
  *
- * Usage:  blockers [partial-write]
+ * Usage:  blockers [partial-write | unknown-call]
  *         partial-write adds a child blocked in one write() of 1 MiB into a pipe nobody
  *         reads: it blocks having moved 64 KiB, which a memory-only dump must refuse (it
  *         cannot tell what count the call would return); criu's seize ends it short and
  *         the child's loop writes the rest, as a careful program's does.
+ *         unknown-call adds a child blocked in recvmmsg(), a call whose interruption a
+ *         memory-only dump does not model, so it must refuse it by name.
  * READY:  READY root=PID n=OPS ops=name,name,...
  * CHECK:  (on SIGUSR1: the root pokes every child (data, connections, SIGUSR2, a grandchild's
  *         exit), collects their verdicts and reaps them; later SIGUSR1s repeat the verdict)
@@ -175,6 +177,18 @@ static void block_recvmsg_dgram(struct op *o, char *err, size_t errlen)
 	long r;
 	RETRY(r, syscall(SYS_recvmsg, o->fd[0], &msg, 0));
 	expect_token(err, errlen, r, buf, "token-1");
+}
+
+/* recvmmsg: a real call (batched receives) whose interruption ovm-offline does not model */
+static void block_recvmmsg_dgram(struct op *o, char *err, size_t errlen)
+{
+	char buf[64];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
+	long r;
+	RETRY(r, syscall(SYS_recvmmsg, o->fd[0], &mm, 1, 0, NULL));
+	if (r != 1 || mm.msg_len != 7 || memcmp(buf, "token-1", 7) != 0)
+		FAILF("recvmmsg returned %ld, %u bytes (errno %d)", r, mm.msg_len, r < 0 ? errno : 0);
 }
 
 static void block_accept(struct op *o, char *err, size_t errlen)
@@ -552,7 +566,7 @@ static void add(const char *name, enum fdkind kind, block_fn block, poke_fn poke
 		setup_fail("report pipe for %s", name);
 }
 
-static void setup_ops(int partial)
+static void setup_ops(int partial, int unknown)
 {
 	add("read-pipe", PIPE, block_read_pipe, poke_write_token, 0);
 	add("write-full-pipe", PIPE, block_write_full_pipe, poke_drain_records, 0);
@@ -579,6 +593,8 @@ static void setup_ops(int partial)
 	add("waitid", PIPE, block_waitid, poke_write_byte, 0);
 	if (partial)
 		add("write-partial", PIPE, block_write_partial, poke_drain_partial, 0);
+	if (unknown)
+		add("recvmmsg-dgram", DGRAM, block_recvmmsg_dgram, poke_write_token, 0);
 }
 
 static void setup_listener(void)
@@ -676,7 +692,7 @@ int main(int argc, char **argv)
 	sigset_t blocked, waitmask;
 	usr1_setup(&blocked, &waitmask, NULL);
 	setup_listener();
-	setup_ops(argc > 1 && strcmp(argv[1], "partial-write") == 0);
+	setup_ops(argc > 1 && strcmp(argv[1], "partial-write") == 0, argc > 1 && strcmp(argv[1], "unknown-call") == 0);
 
 	int armed[2];
 	if (pipe(armed) < 0)
