@@ -203,8 +203,13 @@ def test_a_sleeper_woken_by_its_own_timer_returns_0_and_a_stale_one_is_refused(r
     rewrites; the same with a timer that fired long ago (a stale sleeper) is refused."""
     rec = recording(kernel, "threads-asis")
     pid = rec.manifest["root_pid"]
+    with sources.open_source(rec.live_dir) as plain:  # with its vCPUs' registers
+        prog = inventory.open_kernel(plain)
+        refusals = dumping.extract_tree(prog, dumping.find_task(prog, pid)).refusals
+    if refusals:  # depends on the take's moment
+        pytest.skip(f"this take is refused for its own reason: {refusals[0]}")
     for fired_ago, outcome in ((1_000_000, "returns 0"), (5_000_000_000, "refused")):
-        with PatchedSource(sources.open_source(rec.elf)) as source:
+        with PatchedSource(sources.open_source(rec.live_dir)) as source:
             prog = inventory.open_kernel(source)
             thread, timer = _sleeper_of(prog, pid)
             if thread is None:

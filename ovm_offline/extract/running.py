@@ -59,7 +59,7 @@ def running_thread_state(prog: Program, task: Struct) -> tuple[SyscallOutcome, F
             f"thread {task.pid} was entering or leaving the kernel on vCPU {vcpu.index} (RIP 0x{vcpu.rip:x}),"
             " where its user registers are in neither place whole"
         )
-    outcome = syscall_fixup(task, task_user_regs(task), vcpu.index)
+    outcome = syscall_fixup(task, task_user_regs(task), vcpu)
     # thread.fsbase/gsbase are saved only when the task is switched out: while it runs, the
     # user's FS base is live in the vCPU and, after swapgs, its GS base in MSR_KERNEL_GS_BASE
     # (the dump notes have it; HMP text does not print it)

@@ -39,6 +39,7 @@ from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_
 from ..kernel.task.signal import sigset_value
 from ..kernel.task.tasks import task_comm, task_read_user, task_state
 from ..kernel.task.timers import hrtimer_soft_remaining, task_fired_sleep_hrtimer, task_sleep_hrtimer
+from ..sources.base import VcpuState
 from ..state import Registers, UserWrite
 
 __all__ = ["SyscallOutcome", "restart_syscall_fixup", "syscall_fixup"]
@@ -77,6 +78,23 @@ def _signed(v: int) -> int:
 
 #: calls that only sleep until their timer fires (kernel/time/hrtimer.c do_nanosleep)
 _PURE_SLEEPS = frozenset({"nanosleep", "clock_nanosleep"})
+#: bytes of do_nanosleep's code: 320 and 304 to the next symbol on the pinned 6.1 and 6.12
+DO_NANOSLEEP_SIZE = 0x130
+
+
+def _woken_by_its_timer(task: Struct, vcpu: VcpuState | None) -> bool:
+    """Was a runnable thread inside nanosleep woken by its own timer? Off a CPU: a fired
+    sleeper in its live frames. On a vCPU in the kernel: only while it runs do_nanosleep
+    itself (whose sleeper is this call's, initialized with the task before any wait), with
+    the frames from the vCPU's RSP up."""
+    if vcpu is None:
+        return task_fired_sleep_hrtimer(task) is not None
+    prog = task.prog_
+    if vcpu.rip is None or vcpu.rsp is None or not prog.has_symbol("do_nanosleep"):
+        return False
+    if not 0 <= vcpu.rip - prog.symbol_address("do_nanosleep") < DO_NANOSLEEP_SIZE:
+        return False
+    return task_fired_sleep_hrtimer(task, vcpu.rsp) is not None
 
 
 def _restarted(regs: Registers) -> Registers:
@@ -152,7 +170,7 @@ def _time_left(task: Struct, call: BlockedSyscall, regs: Registers) -> tuple[Use
     return (UserWrite(getattr(regs, reg), data),)
 
 
-def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None) -> SyscallOutcome:
+def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None = None) -> SyscallOutcome:
     """The registers a ``struct task_struct`` asleep inside a system call continues with
     (restarted, or returning -EINTR), as if a signal had interrupted the call and been
     handled; UnsupportedError naming the call when that outcome is not in memory. `vcpu`:
@@ -161,11 +179,11 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None
     state = task_state(task)
     if state in ("T", "t"):
         raise _refuse(task, call, "it is stopped by a tracer at the call's entry")
-    if state == "R" and vcpu is not None:
-        raise _refuse(task, call, f"it was running there on vCPU {vcpu}: how far the call got is not in memory")
-    if state == "R" and call.name in _PURE_SLEEPS and task_fired_sleep_hrtimer(task) is not None:
+    if state == "R" and call.name in _PURE_SLEEPS and _woken_by_its_timer(task, vcpu):
         # woken by its own timer: do_nanosleep returns 0 whatever else is pending
         return SyscallOutcome(dataclasses.replace(regs, ax=0), True)
+    if state == "R" and vcpu is not None:
+        raise _refuse(task, call, f"it was running there on vCPU {vcpu.index}: how far the call got is not in memory")
     if state == "R":
         raise _refuse(task, call, "it is runnable there (woken or preempted): how far the call got is not in memory")
     if state != "S":
@@ -180,7 +198,7 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None
     return SyscallOutcome(fixed, True, sigmask, _time_left(task, call, regs))
 
 
-def syscall_fixup(task: Struct, regs: Registers, vcpu: int | None = None) -> SyscallOutcome:
+def syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None = None) -> SyscallOutcome:
     """The registers CRIU would record for a user ``struct task_struct`` whose registers are
     the ones saved on its kernel stack (see the module doc; `vcpu`: the vCPU it was in the
     kernel on, if any)."""

@@ -169,11 +169,12 @@ FIRED_RECENTLY_NS = 50_000_000
 CLOCK_LAG_NS = 10_000_000
 
 
-def task_fired_sleep_hrtimer(task: Struct) -> Struct | None:
+def task_fired_sleep_hrtimer(task: Struct, sp: int | None = None) -> Struct | None:
     """The ``struct hrtimer`` of the timed sleep a runnable ``struct task_struct`` was woken
     from by its own timer: hrtimer_wakeup has cleared the sleeper's task and the timer is
     no longer queued, so do_nanosleep will return 0 when the task runs. Searched only in the
-    task's live frames (from its saved kernel SP up), and only a timer that fired within
+    task's live frames (from `sp`, by default the kernel SP saved when it was switched out,
+    up), and only a timer that fired within
     FIRED_RECENTLY_NS of the snapshot's clock (which lags by up to a tick): a sleeper an
     earlier call left in stale stack memory must not be taken for it. None unless exactly
     one fits."""
@@ -181,7 +182,7 @@ def task_fired_sleep_hrtimer(task: Struct) -> Struct | None:
     if not prog.has_symbol("hrtimer_wakeup"):
         return None
     stack, size = int(task.stack), task_thread_size(task)
-    sp = int(task.thread.sp)
+    sp = int(task.thread.sp) if sp is None else sp
     if not stack or not stack <= sp < stack + size:
         return None
     wakeup = prog.symbol_address("hrtimer_wakeup")
