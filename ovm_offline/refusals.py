@@ -4,6 +4,7 @@ the dump decides on all of them before it writes anything."""
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +54,31 @@ def decide(refusals: list[Refusal], skip_unsupported: bool) -> list[Refusal]:
     return files
 
 
+_TEXT_FREE: dict[type, bool] = {int: True, bool: True, float: True, bytes: True, type(None): True}
+
+
+def _text_free(cls: type) -> bool:
+    """Can no value of `cls` hold a string? (numbers, bytes, and dataclasses made only of
+    those: page runs, registers, signal state), so a walk may skip it. Decided once a type."""
+    known = _TEXT_FREE.get(cls)
+    if known is None:
+        try:
+            hints = typing.get_type_hints(cls) if dataclasses.is_dataclass(cls) else None
+        except Exception:  # a name only imported for type checking: walk it
+            hints = None
+        known = _TEXT_FREE[cls] = hints is not None and all(_hint_text_free(h) for h in hints.values())
+    return known
+
+
+def _hint_text_free(hint: Any) -> bool:
+    if typing.get_origin(hint) is typing.Literal:
+        return True  # our own constants
+    args = typing.get_args(hint)
+    if args:
+        return all(a is Ellipsis or _hint_text_free(a) for a in args)
+    return isinstance(hint, type) and _text_free(hint)
+
+
 def _bad_strings(value: Any, where: str, seen: set[int]) -> Iterator[tuple[str, str]]:
     """(field path, text) of every string in extracted state that is not valid UTF-8 (the
     kernel side keeps a path's undecodable bytes as surrogates, reversibly)."""
@@ -68,11 +94,14 @@ def _bad_strings(value: Any, where: str, seen: set[int]) -> Iterator[tuple[str, 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         seen.add(id(value))
         for f in dataclasses.fields(value):
-            yield from _bad_strings(getattr(value, f.name), f"{where}.{f.name}" if where else f.name, seen)
+            field = getattr(value, f.name)
+            if not _text_free(type(field)):
+                yield from _bad_strings(field, f"{where}.{f.name}" if where else f.name, seen)
     elif isinstance(value, (list, tuple)):
         seen.add(id(value))
         for i, item in enumerate(value):
-            yield from _bad_strings(item, f"{where}[{i}]", seen)
+            if not _text_free(type(item)):
+                yield from _bad_strings(item, f"{where}[{i}]", seen)
     elif isinstance(value, dict):
         seen.add(id(value))
         for key, item in value.items():
