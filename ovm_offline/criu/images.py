@@ -17,7 +17,6 @@ Writers are deterministic (same messages -> same bytes). Every malformed input r
 from __future__ import annotations
 
 __all__ = [
-    "open_image_file",
     "KINDS",
     "KINDS_BY_MAGIC",
     "KINDS_BY_NAME",
@@ -200,7 +199,7 @@ def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
     return Image(kind, entries, payloads)
 
 
-def open_image_file(path: str | os.PathLike[str]) -> BinaryIO:
+def _open_image_file(path: str | os.PathLike[str]) -> BinaryIO:
     """An image file opened for reading: a regular file itself, never a symbolic link (which
     could lead out of the directory), a FIFO (which would block) or a device."""
     try:
@@ -223,7 +222,7 @@ def open_image_file(path: str | os.PathLike[str]) -> BinaryIO:
 def read_image(path: str | os.PathLike[str]) -> Image:
     """Read and decode one image file; raises ImageError for anything malformed."""
     p = Path(path)
-    with open_image_file(p) as f:
+    with _open_image_file(p) as f:
         try:
             data = f.read()
         except OSError as e:
@@ -355,11 +354,20 @@ class ImageDir:
             and (p.name.endswith(".img") or kind_for_filename(p.name) is not None)
         )  # fmt: skip
 
-    def load(self, name: str) -> Image:
+    def _file(self, name: str) -> Path:
+        """The path of file `name` of this directory; a name that leads elsewhere is refused."""
         if "/" in name or name in ("", ".", ".."):
             raise ImageError(f"{name!r}: not the name of a file in {self.path}")
+        return self.path / name
+
+    def raw(self, name: str) -> bytes:
+        """The bytes of file `name` (a raw image such as pages-N.img), read whole."""
+        with _open_image_file(self._file(name)) as f:
+            return f.read()
+
+    def load(self, name: str) -> Image:
         if name not in self._cache:
-            self._cache[name] = read_image(self.path / name)
+            self._cache[name] = read_image(self._file(name))
         return self._cache[name]
 
     def kind_of(self, name: str) -> ImageKind:
@@ -426,7 +434,7 @@ class _map_file:
     def __enter__(self) -> memoryview | bytes:
         if self.need == 0 and not self.path.exists():
             return b""
-        self._f = open_image_file(self.path)
+        self._f = _open_image_file(self.path)
         try:
             if os.fstat(self._f.fileno()).st_size == 0:
                 return b""

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from ovm_offline.errors import ImageError, OvmError
+from ovm_offline.errors import OvmError
 
 from . import images
 from .pb import criu_display_pb2
@@ -236,10 +236,7 @@ def show_dir(path: str, names: list[str] | None = None) -> str:
     for name in names or idir.names():
         kind = images.kind_for_filename(name)
         if kind is not None and kind.raw:
-            if "/" in name:
-                raise ImageError(f"{name!r}: not the name of a file in {path}")
-            with images.open_image_file(idir.path / name) as f:
-                img = images.Image(kind, [], [f.read()])
+            img = images.Image(kind, [], [idir.raw(name)])
         else:
             img = idir.load(name)
         sections.append(f"== {name}\n{render(image_to_dict(img, 'pretty'))}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from ..criu.build.common import F, fown
+from ..criu.build.common import U64, F, fown
 from ..criu.build.files import ExtraImage, FileTable
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer
@@ -87,9 +87,7 @@ class EventpollWriter:
         fid = table.next_id()
         # each target's own id stays 0: CRIU 3.17 embeds them in the epoll's entry and never sets it
         tfds = [
-            F.eventpoll_tfd_entry(
-                id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino, pos=t.pos & ((1 << 64) - 1)
-            )
+            F.eventpoll_tfd_entry(id=0, tfd=t.fd, events=t.events, data=t.data, dev=t.dev, inode=t.ino, pos=t.pos & U64)
             for t in f.state.targets
         ]
         entry = F.eventpoll_file_entry(id=fid, flags=f.flags, fown=fown(f.owner), tfd=tfds)

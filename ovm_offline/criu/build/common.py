@@ -8,7 +8,10 @@ import dataclasses
 from ...state import Owner
 from .. import pb
 
-__all__ = ["C", "F", "M", "N", "NET", "T", "X", "Written", "fown"]
+__all__ = ["C", "F", "M", "N", "NET", "T", "U64", "X", "Written", "fown"]
+
+#: uint64 image fields hold kernel values that are signed in C (loff_t) as their bits
+U64 = (1 << 64) - 1
 
 T, X, M, F, N = pb.criu_task_pb2, pb.criu_x86_pb2, pb.criu_mm_pb2, pb.criu_files_pb2, pb.criu_ns_pb2
 C, NET = pb.criu_common_pb2, pb.criu_net_pb2

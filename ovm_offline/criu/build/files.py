@@ -14,9 +14,7 @@ from google.protobuf.message import Message
 
 from ...state import FileIdentity, OpenFile, Owner
 from .. import images
-from .common import F, fown
-
-U64 = (1 << 64) - 1
+from .common import U64, F, fown
 
 __all__ = ["FD_CLOEXEC", "ExtraImage", "FileTable", "KindWriter", "has_size"]
 
