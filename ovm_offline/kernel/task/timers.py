@@ -139,26 +139,31 @@ def hrtimer_remaining(timer: Struct, now: int | None = None) -> int:
     return hrtimer_expires(timer) - now
 
 
+def _stack_sleepers(task: Struct, sp: int | None) -> Iterator[Struct]:
+    """Every ``struct hrtimer_sleeper`` on the kernel stack of a ``struct task_struct`` (from
+    `sp` up, or all of it), found by its timer's function, ``hrtimer_wakeup``."""
+    prog = task.prog_
+    if not prog.has_symbol("hrtimer_wakeup"):
+        return
+    stack, size = int(task.stack), task_thread_size(task)
+    start = stack if sp is None else sp
+    if not stack or not stack <= start < stack + size:
+        return
+    wakeup = prog.symbol_address("hrtimer_wakeup")
+    at = prog.member_offset("hrtimer_sleeper", "timer") + prog.member_offset("hrtimer", "function")
+    raw = prog.read(start, stack + size - start)
+    for i in range(at, len(raw) - 7, 8):
+        if int.from_bytes(raw[i : i + 8], "little") == wakeup:
+            yield prog.struct("hrtimer_sleeper", start + i - at)
+
+
 def task_sleep_hrtimer(task: Struct) -> Struct | None:
     """The ``struct hrtimer`` that ends the timed sleep of a ``struct task_struct`` asleep in
     nanosleep, select, poll and the like: the ``struct hrtimer_sleeper`` those keep on the
-    sleeper's kernel stack (do_nanosleep, schedule_hrtimeout_range), found as the word that
-    points back at the task with an active ``hrtimer_wakeup`` timer before it; None when the
-    sleep has no timer."""
-    prog = task.prog_
-    if not prog.has_symbol("hrtimer_wakeup"):
-        return None
-    stack, size = int(task.stack), task_thread_size(task)
-    if not stack:
-        return None
-    wakeup = prog.symbol_address("hrtimer_wakeup")
-    back = prog.member_offset("hrtimer_sleeper", "task")
-    raw = prog.read(stack, size)
-    for i in range(0, size - 7, 8):
-        if int.from_bytes(raw[i : i + 8], "little") != task.address_ or i < back:
-            continue
-        sleeper = prog.struct("hrtimer_sleeper", stack + i - back)
-        if int(sleeper.timer.function) == wakeup and hrtimer_active(sleeper.timer):
+    sleeper's kernel stack (do_nanosleep, schedule_hrtimeout_range), pointing back at the task
+    with its timer active; None when the sleep has no timer."""
+    for sleeper in _stack_sleepers(task, None):
+        if int(sleeper.task) == task.address_ and hrtimer_active(sleeper.timer):
             return sleeper.timer
     return None
 
@@ -174,29 +179,16 @@ def task_fired_sleep_hrtimer(task: Struct, sp: int | None = None) -> Struct | No
     from by its own timer: hrtimer_wakeup has cleared the sleeper's task and the timer is
     no longer queued, so do_nanosleep will return 0 when the task runs. Searched only in the
     task's live frames (from `sp`, by default the kernel SP saved when it was switched out,
-    up), and only a timer that fired within
-    FIRED_RECENTLY_NS of the snapshot's clock (which lags by up to a tick): a sleeper an
-    earlier call left in stale stack memory must not be taken for it. None unless exactly
-    one fits."""
-    prog = task.prog_
-    if not prog.has_symbol("hrtimer_wakeup"):
-        return None
-    stack, size = int(task.stack), task_thread_size(task)
-    sp = int(task.thread.sp) if sp is None else sp
-    if not stack or not stack <= sp < stack + size:
-        return None
-    wakeup = prog.symbol_address("hrtimer_wakeup")
-    at = prog.member_offset("hrtimer_sleeper", "timer") + prog.member_offset("hrtimer", "function")
-    raw = prog.read(sp, stack + size - sp)
-    fired = []
-    for i in range(at, len(raw) - 7, 8):
-        if int.from_bytes(raw[i : i + 8], "little") != wakeup:
-            continue
-        sleeper = prog.struct("hrtimer_sleeper", sp + i - at)
-        if sleeper.task or hrtimer_active(sleeper.timer):
-            continue
-        if -FIRED_RECENTLY_NS <= hrtimer_soft_remaining(sleeper.timer) <= CLOCK_LAG_NS:
-            fired.append(sleeper.timer)
+    up), and only a timer that fired within FIRED_RECENTLY_NS of the snapshot's clock (which
+    lags by up to a tick): a sleeper an earlier call left in stale stack memory must not be
+    taken for it. None unless exactly one fits."""
+    fired = [
+        s.timer
+        for s in _stack_sleepers(task, int(task.thread.sp) if sp is None else sp)
+        if not s.task
+        and not hrtimer_active(s.timer)
+        and -FIRED_RECENTLY_NS <= hrtimer_soft_remaining(s.timer) <= CLOCK_LAG_NS
+    ]
     return fired[0] if len(fired) == 1 else None
 
 
