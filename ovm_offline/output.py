@@ -8,11 +8,11 @@ holds (image files and criu's logs). Never a file, a device, a FIFO or a symboli
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +20,8 @@ from pathlib import Path
 from .errors import OutputExistsError, OvmError
 
 __all__ = ["atomic_directory", "check_target", "remove_abandoned_partials"]
+
+log = logging.getLogger("ovm_offline")
 
 #: what an images directory may hold besides images: criu's logs and statistics
 _IMAGES_DIR_FILE = re.compile(r"[\w.+-]+\.img|[\w.+-]+\.log|stats-(dump|restore)")
@@ -84,7 +86,7 @@ def _running(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # another user's process: it runs
     return True
 
 
@@ -98,7 +100,7 @@ def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Ite
     target = Path(target).absolute()
     check_target(target, force)
     for path in remove_abandoned_partials(target):
-        print(f"ovm-offline: removed {path.name}, left by a run that was killed", file=sys.stderr)
+        log.warning("removed %s, left by a run that was killed", path.name)
     tmp = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-", dir=target.parent))
     try:
         yield tmp
