@@ -27,12 +27,11 @@ from .extract.pages import PagesStats, place_user_writes, write_page_runs, write
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
 from .kernel.core.objects import Pointer, Struct
-from .kernel.ds.list import list_for_each_entry
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import task_namespaces
 from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
-from .kernel.task.tasks import for_each_process, is_kthread, task_comm, thread_group
+from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
 from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
@@ -41,7 +40,6 @@ from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState
 __all__ = ["classify"]
 
 
-MAX_TREE = 4096  # processes in one dump: a hostile children list must not run forever
 EXIT_ZOMBIE, EXIT_DEAD = 0x20, 0x10
 
 
@@ -77,18 +75,6 @@ class DumpSummary:
         )
 
 
-def find_task(prog: Program, pid: int):
-    """The thread-group leader ``struct task_struct`` with global PID `pid`; two of them is
-    inconsistent guest data (which would we dump?)."""
-    found = [task for task in for_each_process(prog) if task.pid == pid]
-    if not found:
-        raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
-    if len(found) > 1:
-        where = ", ".join(f"0x{t.address_:x}" for t in found)
-        raise GuestDataError(f"{len(found)} processes on the task list have PID {pid} (task_structs {where})")
-    return found[0]
-
-
 def container_root(prog: Program, container: str) -> int:
     """The global PID of the one process of `container` (an id as `ovm-offline ps` shows it)
     whose parent is outside it: dumping it saves the container's process tree."""
@@ -108,6 +94,14 @@ def container_root(prog: Program, container: str) -> int:
     return roots[0]
 
 
+def find_task(prog: Program, pid: int) -> Struct:
+    """The thread-group leader ``struct task_struct`` with global PID `pid`."""
+    task = find_process(prog, pid)
+    if task is None:
+        raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
+    return task
+
+
 def dumpable_refusal(task: Struct) -> Refusal | None:
     """Why a ``struct task_struct`` cannot be dumped at all, or None."""
     pid, comm = task.pid, task_comm(task)
@@ -120,56 +114,6 @@ def dumpable_refusal(task: Struct) -> Refusal | None:
     else:
         return None
     return Refusal(pid, comm, why)
-
-
-def process_tree(prog: Program, root) -> list:
-    """`root` and its descendants, depth first with parents before children: the order
-    CRIU's pstree walk dumps them in. A process's children are those of each of its
-    threads (``task_struct.children``, oldest first), thread by thread, as CRIU reads
-    /proc/PID/task/TID/children."""
-    order, stack, seen = [], [root], set()
-    while stack:
-        task = stack.pop()
-        if task.address_ in seen:
-            raise GuestDataError(f"process tree below PID {root.pid} loops at PID {task.pid}")
-        seen.add(task.address_)
-        order.append(task)
-        if len(order) > MAX_TREE:
-            raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
-        children: list = []
-        for thread in thread_group(task):
-            kids = list(
-                list_for_each_entry(
-                    prog,
-                    "task_struct",
-                    thread.children.address_of_(),
-                    "sibling",
-                    name=f"children of TID {thread.pid}",
-                    limit=MAX_TREE + 1,
-                )
-            )
-            for kid in kids:
-                if int(kid.real_parent) != thread.address_:
-                    raise GuestDataError(
-                        f"TID {thread.pid}'s children list holds PID {kid.pid}, whose parent it is not"
-                    )
-            children.extend(kids)
-            if len(children) > MAX_TREE:
-                raise GuestDataError(f"PID {task.pid} has more than {MAX_TREE} children")
-        stack.extend(reversed(children))
-    _check_no_child_missing(prog, root, seen)
-    return order
-
-
-def _check_no_child_missing(prog: Program, root: Struct, seen: set[int]) -> None:
-    """Every process whose parent is in the tree was found through a children list: one
-    reached only through the task list means a children list was cut short."""
-    for task in for_each_process(prog):
-        if task.address_ not in seen and int(task.real_parent.group_leader) in seen and task.address_ != root.address_:
-            raise GuestDataError(
-                f"PID {task.pid}'s parent PID {task.real_parent.pid} is in the tree below PID {root.pid},"
-                " but no children list there holds it"
-            )
 
 
 def namespace_ids(task) -> NamespaceIds:

@@ -12,11 +12,13 @@ from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
 
 __all__ = [
     "task_read_user",
+    "find_process",
     "find_task",
     "for_each_process",
     "for_each_task",
     "for_each_thread",
     "is_kthread",
+    "process_tree",
     "task_comm",
     "task_egid",
     "task_euid",
@@ -33,6 +35,8 @@ __all__ = [
 if TYPE_CHECKING:
     from ..core.memory import Program
 
+#: processes in one tree: a hostile children list must not run forever
+MAX_TREE = 4096
 #: include/linux/sched.h: PF_KTHREAD (unchanged since 2.6.27)
 PF_KTHREAD = 0x00200000
 
@@ -114,6 +118,66 @@ def find_task(prog: Program, pid: int) -> Struct | None:
         if t.pid == pid:
             return t
     return None
+
+
+def find_process(prog: Program, pid: int) -> Struct | None:
+    """The thread-group leader ``struct task_struct`` with global `pid`, or None; two of them
+    is GuestDataError (which would be the one?)."""
+    found = [task for task in for_each_process(prog) if task.pid == pid]
+    if len(found) > 1:
+        where = ", ".join(f"0x{t.address_:x}" for t in found)
+        raise GuestDataError(f"{len(found)} processes on the task list have PID {pid} (task_structs {where})")
+    return found[0] if found else None
+
+
+def process_tree(prog: Program, root: Struct) -> list[Struct]:
+    """`root` and its descendants, depth first with parents before children: the order
+    CRIU's pstree walk dumps them in. A process's children are those of each of its
+    threads (``task_struct.children``, oldest first), thread by thread, as CRIU reads
+    /proc/PID/task/TID/children."""
+    order, stack, seen = [], [root], set()
+    while stack:
+        task = stack.pop()
+        if task.address_ in seen:
+            raise GuestDataError(f"process tree below PID {root.pid} loops at PID {task.pid}")
+        seen.add(task.address_)
+        order.append(task)
+        if len(order) > MAX_TREE:
+            raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
+        children: list[Struct] = []
+        for thread in thread_group(task):
+            kids = list(
+                list_for_each_entry(
+                    prog,
+                    "task_struct",
+                    thread.children.address_of_(),
+                    "sibling",
+                    name=f"children of TID {thread.pid}",
+                    limit=MAX_TREE + 1,
+                )
+            )
+            for kid in kids:
+                if int(kid.real_parent) != thread.address_:
+                    raise GuestDataError(
+                        f"TID {thread.pid}'s children list holds PID {kid.pid}, whose parent it is not"
+                    )
+            children.extend(kids)
+            if len(children) > MAX_TREE:
+                raise GuestDataError(f"PID {task.pid} has more than {MAX_TREE} children")
+        stack.extend(reversed(children))
+    _check_no_child_missing(prog, root, seen)
+    return order
+
+
+def _check_no_child_missing(prog: Program, root: Struct, seen: set[int]) -> None:
+    """Every process whose parent is in the tree was found through a children list: one
+    reached only through the task list means a children list was cut short."""
+    for task in for_each_process(prog):
+        if task.address_ not in seen and int(task.real_parent.group_leader) in seen and task.address_ != root.address_:
+            raise GuestDataError(
+                f"PID {task.pid}'s parent PID {task.real_parent.pid} is in the tree below PID {root.pid},"
+                " but no children list there holds it"
+            )
 
 
 def task_comm(task: Struct) -> str:
