@@ -28,6 +28,7 @@ from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FsState, OpenFile, Owner
 from tests.support.filekinds import attach_states
+from tests.support.mutate import PatchedSource
 
 pytestmark = [
     pytest.mark.guest,
@@ -252,25 +253,6 @@ def test_ptyprog_pty_pair(recording, kernel, fmt):
     assert master.state.winsize[:2] == slave.state.winsize[:2] == (33, 101)
     assert master.state.termios == slave.state.termios
     assert master.state.termios[5] == master.state.termios[6] == 38400  # the kernel's speed
-
-
-class PatchedSource:
-    """A real source with some physical bytes replaced (no copy of the dump)."""
-
-    def __init__(self, inner, patches: dict[int, bytes]) -> None:
-        self._inner = inner
-        self._patches = patches
-
-    def read(self, paddr: int, length: int) -> bytes:
-        data = bytearray(self._inner.read(paddr, length))
-        for at, new in self._patches.items():
-            lo, hi = max(at, paddr), min(at + len(new), paddr + length)
-            if lo < hi:
-                data[lo - paddr : hi - paddr] = new[lo - at : hi - at]
-        return bytes(data)
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

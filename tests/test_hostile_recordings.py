@@ -26,6 +26,17 @@ def _log_file(prog, pid: int):
     return dict(for_each_file(task_files(find_task(prog, pid))))[1]
 
 
+def _assert_refused(rec, mutate, error: type[Exception], out) -> None:
+    """`mutate(source, prog)` rewrites the recording's memory and returns what the refusal
+    must say (a regex); the dump of the root then fails with `error` saying it, and writes
+    nothing."""
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        needle = mutate(source, inventory.open_kernel(source))
+        with pytest.raises(error, match=needle):
+            dumping.dump(source, inventory.open_kernel(source), rec.manifest["root_pid"], out)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 def test_an_open_file_whose_name_is_not_utf8_is_refused_by_name_or_left_out(recording, tmp_path, kernel):
     """Linux names are bytes; CRIU 3.17's images hold them as protobuf strings, which must be
@@ -67,10 +78,14 @@ def test_a_file_offset_past_2_63_is_carried_as_criu_stores_it(recording, tmp_pat
     assert [r.pos for r in regs if r.name.endswith("counter.log")] == [(1 << 64) - 1]
 
 
-def _patch_seccomp_mode(source, prog, pid: int, mode: int) -> None:
-    task = find_task(prog, pid)
-    address = task.address_ + prog.member_offset("task_struct", "seccomp") + prog.member_offset("seccomp", "mode")
-    source.patch_virtual(prog, address, mode.to_bytes(4, "little", signed=True))
+def _seccomp_mode_set(pid: int, mode: int, needle: str):
+    def mutate(source, prog):
+        task = find_task(prog, pid)
+        address = task.address_ + prog.member_offset("task_struct", "seccomp") + prog.member_offset("seccomp", "mode")
+        source.patch_virtual(prog, address, mode.to_bytes(4, "little", signed=True))
+        return re.escape(needle)
+
+    return mutate
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
@@ -83,26 +98,20 @@ def test_seccomp_filters_are_refused_and_an_impossible_mode_is_bad_guest_data(re
         (2, UnsupportedError, f"thread {pid} (counter) runs under seccomp filters"),
         (-1, GuestDataError, f"task {pid} has seccomp mode -1"),
     ):
-        with PatchedSource(sources.open_source(rec.elf)) as source:
-            _patch_seccomp_mode(source, inventory.open_kernel(source), pid, mode)
-            with pytest.raises(error, match=re.escape(needle)):
-                dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
-        assert not (tmp_path / "images").exists()
+        _assert_refused(rec, _seccomp_mode_set(pid, mode, needle), error, tmp_path / "images")
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 def test_a_vma_mapping_past_2_64_is_bad_guest_data(recording, tmp_path, kernel):
     rec = recording(kernel, "counter")
-    pid = rec.manifest["root_pid"]
-    with PatchedSource(sources.open_source(rec.elf)) as source:
-        prog = inventory.open_kernel(source)
-        vma = next(v for v in for_each_vma(find_task(prog, pid).mm) if vma_file(v) is not None)
-        start = int(vma.vm_start)
+
+    def pgoff_huge(source, prog):
+        vma = next(v for v in for_each_vma(find_task(prog, rec.manifest["root_pid"]).mm) if vma_file(v) is not None)
         address = vma.address_ + prog.member_offset("vm_area_struct", "vm_pgoff")
         source.patch_virtual(prog, address, (1 << 60).to_bytes(8, "little"))
-        with pytest.raises(GuestDataError, match=f"VMA 0x{start:x}-.* past 2\\*\\*64"):
-            dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
-    assert not (tmp_path / "images").exists()
+        return f"VMA 0x{int(vma.vm_start):x}-.* past 2\\*\\*64"
+
+    _assert_refused(rec, pgoff_huge, GuestDataError, tmp_path / "images")
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
@@ -110,32 +119,30 @@ def test_a_vma_tree_that_lost_its_vmas_is_bad_guest_data_not_an_empty_process(re
     """An emptied mm_mt root, or a VMA pointer with its low bits set, once gave a dump of 0
     VMAs and 0 pages that succeeded; map_count says how many there are."""
     rec = recording(kernel, "counter")
-    pid = rec.manifest["root_pid"]
-    for field, value, needle in (
-        ("ma_root", 0, "but 0 VMAs were found"),
-        ("ma_root", 1, "which is no VMA pointer"),
-    ):
-        with PatchedSource(sources.open_source(rec.elf)) as source:
-            prog = inventory.open_kernel(source)
-            mm = find_task(prog, pid).mm
-            root = int(mm) + prog.member_offset("mm_struct", "mm_mt") + prog.member_offset("maple_tree", field)
+
+    def ma_root_set(value: int, needle: str):
+        def mutate(source, prog):
+            mm = find_task(prog, rec.manifest["root_pid"]).mm
+            root = int(mm) + prog.member_offset("mm_struct", "mm_mt") + prog.member_offset("maple_tree", "ma_root")
             source.patch_virtual(prog, root, value.to_bytes(8, "little"))
-            with pytest.raises(GuestDataError, match=needle):
-                dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
-        assert not (tmp_path / "images").exists()
+            return needle
+
+        return mutate
+
+    for value, needle in ((0, "but 0 VMAs were found"), (1, "which is no VMA pointer")):
+        _assert_refused(rec, ma_root_set(value, needle), GuestDataError, tmp_path / "images")
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 def test_a_task_size_x86_64_never_sets_is_bad_guest_data_not_a_process_without_pages(recording, tmp_path, kernel):
     rec = recording(kernel, "counter")
-    pid = rec.manifest["root_pid"]
-    with PatchedSource(sources.open_source(rec.elf)) as source:
-        prog = inventory.open_kernel(source)
-        mm = find_task(prog, pid).mm
+
+    def task_size_zeroed(source, prog):
+        mm = find_task(prog, rec.manifest["root_pid"]).mm
         source.patch_virtual(prog, int(mm) + prog.member_offset("mm_struct", "task_size"), bytes(8))
-        with pytest.raises(GuestDataError, match="has task_size 0x0, which x86-64 never sets"):
-            dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
-    assert not (tmp_path / "images").exists()
+        return "has task_size 0x0, which x86-64 never sets"
+
+    _assert_refused(rec, task_size_zeroed, GuestDataError, tmp_path / "images")
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
@@ -148,26 +155,21 @@ def test_cut_short_thread_and_children_lists_and_a_doubled_pid_are_bad_guest_dat
     def children_emptied(source, prog):
         head = int(find_task(prog, pid).children.address_of_())
         source.patch_virtual(prog, head, head.to_bytes(8, "little") * 2)  # next = prev = head
+        return "is in the tree below PID .* but no children list there holds it"
 
     def nr_threads_raised(source, prog):
         signal = int(find_task(prog, pid).signal)
         offset = prog.member_offset("signal_struct", "nr_threads")
         source.patch_virtual(prog, signal + offset, (2).to_bytes(4, "little"))
+        return f"PID {pid} has nr_threads 2 but 1 threads"
 
     def pid_doubled(source, prog):
         other = next(t for t in for_each_process(prog) if t.pid not in (1, pid) and t.mm)
         source.patch_virtual(prog, other.address_ + prog.member_offset("task_struct", "pid"), pid.to_bytes(4, "little"))
+        return f"2 processes on the task list have PID {pid}"
 
-    for mutate, needle in (
-        (children_emptied, "is in the tree below PID .* but no children list there holds it"),
-        (nr_threads_raised, f"PID {pid} has nr_threads 2 but 1 threads"),
-        (pid_doubled, f"2 processes on the task list have PID {pid}"),
-    ):
-        with PatchedSource(sources.open_source(rec.elf)) as source:
-            mutate(source, inventory.open_kernel(source))
-            with pytest.raises(GuestDataError, match=needle):
-                dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
-        assert not (tmp_path / "images").exists()
+    for mutate in (children_emptied, nr_threads_raised, pid_doubled):
+        _assert_refused(rec, mutate, GuestDataError, tmp_path / "images")
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])

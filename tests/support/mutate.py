@@ -7,16 +7,16 @@ from __future__ import annotations
 from typing import BinaryIO
 
 from ovm_offline.kernel.core.memory import Program
-from ovm_offline.sources.base import PhysicalRun, PhysicalSource, VcpuState
+from ovm_offline.sources.base import PhysicalSource
 
 
 class PatchedSource:
     """`base` with `patches` (guest-physical address -> bytes) laid over it."""
 
-    def __init__(self, base: PhysicalSource) -> None:
+    def __init__(self, base: PhysicalSource, patches: dict[int, bytes] | None = None) -> None:
         self.base = base
         self.format_name = f"{base.format_name} (patched)"
-        self.patches: dict[int, bytes] = {}
+        self.patches: dict[int, bytes] = dict(patches or {})
 
     def patch_virtual(self, prog: Program, vaddr: int, data: bytes) -> None:
         """Rewrite kernel virtual memory at `vaddr` (page by page, as it may cross pages)."""
@@ -26,9 +26,6 @@ class PatchedSource:
             piece = data[done : done + room]
             self.patches[prog.translate(vaddr + done)] = piece
             done += len(piece)
-
-    def runs(self) -> list[PhysicalRun]:
-        return self.base.runs()
 
     def read(self, paddr: int, length: int) -> bytes:
         data = bytearray(self.base.read(paddr, length))
@@ -44,20 +41,14 @@ class PatchedSource:
         else:
             self.base.copy_to(paddr, length, out, **kwargs)  # type: ignore[call-arg]
 
-    def vcpus(self) -> list[VcpuState]:
-        return self.base.vcpus()
-
-    def vmcoreinfo(self) -> dict[str, str] | None:
-        return self.base.vmcoreinfo()
-
-    def close(self) -> None:
-        self.base.close()
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.base, name)  # runs, vcpus, vmcoreinfo, close: the recording's own
 
     def __enter__(self) -> PatchedSource:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.base.close()
 
 
 __all__ = ["PatchedSource"]
