@@ -76,8 +76,6 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-#: calls that only sleep until their timer fires (kernel/time/hrtimer.c do_nanosleep)
-_PURE_SLEEPS = frozenset({"nanosleep", "clock_nanosleep"})
 #: bytes of do_nanosleep's code: 320 and 304 to the next symbol on the pinned 6.1 and 6.12
 DO_NANOSLEEP_SIZE = 0x130
 
@@ -179,7 +177,7 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None 
     state = task_state(task)
     if state in ("T", "t"):
         raise _refuse(task, call, "it is stopped by a tracer at the call's entry")
-    if state == "R" and call.name in _PURE_SLEEPS and _woken_by_its_timer(task, vcpu):
+    if state == "R" and call.timer_sleep and _woken_by_its_timer(task, vcpu):
         # woken by its own timer: do_nanosleep returns 0 whatever else is pending
         return SyscallOutcome(dataclasses.replace(regs, ax=0), True)
     if state == "R" and vcpu is not None:

@@ -73,6 +73,8 @@ class SyscallInfo:
     #: select's timeval: kernel/time/hrtimer.c nanosleep_copyout, fs/select.c
     #: poll_select_finish); NULL pointers are left alone
     remaining_out: RemainingOut | None = None
+    #: a call that only sleeps until its hrtimer fires (do_nanosleep), returning 0 then
+    timer_sleep: bool = False
 
 
 def _row(nr: int, name: str, how: Interruption, **kw: object) -> tuple[int, SyscallInfo]:
@@ -94,7 +96,7 @@ SYSCALLS: dict[int, SyscallInfo] = dict(
         _row(20, "writev", "restart", moves_data="iovec", data_regs=("si", "dx")),
         _row(23, "select", "restart", remaining_out=("r8", "timeval")),  # -ERESTARTNOHAND
         _row(34, "pause", "restart"),  # -ERESTARTNOHAND
-        _row(35, "nanosleep", "eintr", remaining_out=("si", "timespec")),  # -ERESTART_RESTARTBLOCK
+        _row(35, "nanosleep", "eintr", remaining_out=("si", "timespec"), timer_sleep=True),  # -ERESTART_RESTARTBLOCK
         _row(42, "connect", "restart"),
         _row(43, "accept", "restart"),
         _row(44, "sendto", "restart", moves_data="count", data_regs=("dx",)),
@@ -107,7 +109,9 @@ SYSCALLS: dict[int, SyscallInfo] = dict(
         _row(128, "rt_sigtimedwait", "eintr", sigmask_in="real_blocked"),
         _row(130, "rt_sigsuspend", "restart", sigmask_in="saved_sigmask"),  # -ERESTARTNOHAND
         _row(202, "futex", "restart"),  # by operation and timeout: interrupted_syscall
-        _row(230, "clock_nanosleep", "eintr", remaining_out=("r10", "timespec")),  # TIMER_ABSTIME: see below
+        _row(
+            230, "clock_nanosleep", "eintr", remaining_out=("r10", "timespec"), timer_sleep=True
+        ),  # TIMER_ABSTIME: see below
         _row(232, "epoll_wait", "eintr"),
         _row(247, "waitid", "restart"),
         _row(257, "openat", "restart"),
@@ -137,6 +141,7 @@ class BlockedSyscall:
     unknowable: str = ""
     sigmask_in: Literal["saved_sigmask", "real_blocked"] | None = None
     remaining_out: RemainingOut | None = None
+    timer_sleep: bool = False
 
 
 def syscall_info(number: int) -> SyscallInfo | None:
@@ -173,4 +178,4 @@ def interrupted_syscall(regs: Registers) -> BlockedSyscall:
         why = "a MSG_WAITALL receive may already have taken part of its data"
     if remaining is not None and not getattr(regs, remaining[0]):
         remaining = None
-    return BlockedSyscall(number, info.name, how, why, info.sigmask_in, remaining)
+    return BlockedSyscall(number, info.name, how, why, info.sigmask_in, remaining, info.timer_sleep)
