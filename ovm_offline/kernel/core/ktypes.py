@@ -204,7 +204,7 @@ class StructType(Type):
     """A struct or union.  Members are resolved lazily and memoized, because a
     struct such as task_struct has hundreds of members and we read a dozen."""
 
-    __slots__ = ("name", "struct_kind", "_types", "_fields", "_members")
+    __slots__ = ("name", "struct_kind", "_types", "_fields", "_members", "_alignment")
     kind = "struct"
 
     def __init__(self, name: str, struct_kind: str, size: int, fields: dict[str, Any], types: TypeSource) -> None:
@@ -214,9 +214,20 @@ class StructType(Type):
         self._types = types
         self._fields = fields
         self._members: dict[str, Member | None] = {}
+        self._alignment: int | None = None
 
     def describe(self) -> str:
         return f"{self.struct_kind} {self.name}"
+
+    @property
+    def alignment(self) -> int:
+        """The x86-64 ABI alignment of this struct (its widest scalar member, at most 8), or 1
+        if its size shows it is packed. An instance elsewhere is no kernel object."""
+        if self._alignment is None:
+            self._alignment = 1  # a struct that contains itself (through an array) ends here
+            widest = max((alignment_of(m.type) for m in self.members()), default=1)
+            self._alignment = widest if self.size % widest == 0 else 1
+        return self._alignment
 
     def member_names(self) -> list[str]:
         """Names of direct members (anonymous ones appear under their generated names)."""
@@ -260,6 +271,20 @@ class StructType(Type):
         for fname in sorted(self._fields, key=lambda n: int(self._fields[n].get("offset", 0))):
             f = self._fields[fname]
             yield Member(fname, int(f.get("offset", 0)), self._types.resolve(f["type"]))
+
+
+def alignment_of(type: Type) -> int:
+    """How a value of `type` is aligned in a (not packed) kernel struct, at most 8: wider
+    alignments (cache lines) only add to what the check of an address can assume."""
+    if isinstance(type, StructType):
+        return type.alignment
+    if isinstance(type, ArrayType):
+        return alignment_of(type.element)
+    if isinstance(type, BitfieldType):
+        return alignment_of(type.storage)
+    if isinstance(type, (IntType, EnumType, FloatType, PointerType)):
+        return max(1, min(type.size, 8))
+    return 1
 
 
 def unqualified(type_name: str) -> tuple[str, str | None]:

@@ -15,7 +15,7 @@ from typing import Any
 from ...errors import GuestDataError, SymbolError
 from ...sources.base import PhysicalSource
 from .ktypes import PointerType, StructType, Type
-from .objects import Object, Pointer, Struct, read_value
+from .objects import Object, Pointer, Struct, check_struct_address, read_value
 from .paging import (
     PAGE_SIZE,
     PageTables,
@@ -173,7 +173,10 @@ class Program:
     def container_of(self, ptr: int | Object, type: str | Type, member: str) -> Struct:
         """The `type` that contains `member` at address `ptr` (the kernel's container_of)."""
         addr = int(ptr) if not isinstance(ptr, Object) or isinstance(ptr, Pointer) else ptr.address_
-        return Struct(self, self.struct_type(type), (addr - self.member_offset(type, member)) & U64)
+        container = self.struct_type(type)
+        start = (addr - self.member_offset(type, member)) & U64
+        check_struct_address(container, start)
+        return Struct(self, container, start)
 
     # ----- memory
     def translate(self, vaddr: int) -> int:

@@ -33,7 +33,7 @@ from .ktypes import (
     VoidType,
 )
 
-__all__ = ["Object", "Pointer", "Struct", "read_value"]
+__all__ = ["Object", "Pointer", "Struct", "check_struct_address", "read_value"]
 
 
 if TYPE_CHECKING:
@@ -73,6 +73,13 @@ def read_value(prog: Program, type: Type, address: int) -> Any:
     if isinstance(type, (VoidType, FunctionType)):
         raise SymbolError(f"cannot read a value of type {type.describe()} at 0x{address:x}")
     raise SymbolError(f"cannot read a value of type {type.describe()}")
+
+
+def check_struct_address(type: StructType, address: int) -> None:
+    """A pointer to a struct that is not aligned as the struct must be points at no such
+    object: a corrupt or hostile pointer, refused before its garbage is read as fields."""
+    if address % type.alignment:
+        raise GuestDataError(f"misaligned {type.describe()} pointer 0x{address:x} (it is {type.alignment}-aligned)")
 
 
 class Object:
@@ -175,6 +182,8 @@ class Pointer(Object):
         size = t.size if not isinstance(t, (VoidType, FunctionType)) else 0
         if size == 0 and i:
             raise SymbolError(f"cannot index {self.type_.describe()}")
+        if isinstance(t, StructType):
+            check_struct_address(t, self._value)
         return read_value(self.prog_, t, (self._value + i * size) & 0xFFFF_FFFF_FFFF_FFFF)
 
     def __getattr__(self, name: str) -> Any:
