@@ -16,6 +16,7 @@ import pytest
 from ovm_offline.cli import printable
 from ovm_offline.errors import ExitCode
 from ovm_offline.output import atomic_directory, remove_abandoned_partials
+from ovm_offline.sources.elf_writer import core_layout
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import dump_from, ovm, tree_digest
 
@@ -182,3 +183,34 @@ def test_ps_tree_shows_every_process_when_parents_loop_or_nest_deep(capsys):
     _print_tree(deep)
     out, _ = capsys.readouterr()
     assert len(out.splitlines()) == 5001
+
+
+def test_a_sparse_dump_declaring_a_terabyte_is_searched_only_where_it_holds_data(tmp_path):
+    """A dump without VMCOREINFO is searched for the kernel banner, but a hostile (or merely
+    sparse) one may declare a terabyte: its holes are skipped unread, what is read is bounded
+    ($OVM_BANNER_SCAN_GIB, default 16), and the error says where the search stopped."""
+    layout = core_layout(b"", [(0, 1 << 40)])
+    sparse = tmp_path / "sparse.elf"
+    with open(sparse, "wb") as f:
+        f.write(layout.header)
+        f.truncate(layout.total_size)
+        for gib in range(0, 1024, 7):  # a block of data here and there, none a banner
+            f.seek(layout.segment_offsets[0] + (gib << 30))
+            f.write(b"Linux versio")
+
+    def ps(scan_gib: str | None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "OVM_BANNER_SCAN_GIB"}
+        if scan_gib is not None:
+            env["OVM_BANNER_SCAN_GIB"] = scan_gib
+        run = [sys.executable, "-m", "ovm_offline.cli", "ps", str(sparse)]
+        return subprocess.run(run, capture_output=True, text=True, timeout=60, env=env)
+
+    result = ps(None)
+    assert_one_line_failure(result, "no Linux kernel banner found in guest memory")
+    assert result.returncode == ExitCode.SYMBOLS
+    result = ps("0")
+    assert_one_line_failure(
+        result, "no Linux kernel banner in the 0 GiB of guest memory searched (up to guest-physical 0x0 of 1024 GiB)"
+    )
+    assert "-device vmcoreinfo" in result.stderr and "OVM_BANNER_SCAN_GIB" in result.stderr
+    assert result.returncode == ExitCode.SYMBOLS

@@ -102,6 +102,16 @@ class MappedFile:
             return b""
         return self.mm[offset : offset + length]
 
+    def data_extent(self, offset: int) -> tuple[int, int]:
+        """[start, stop): the first stretch at or after `offset` that is not a hole of a sparse
+        file (start is the file's size if there is none); the rest of the file where the file
+        system cannot tell. Reading holes through the map costs a page fault per page."""
+        try:
+            start = os.lseek(self._fd, offset, os.SEEK_DATA)
+            return start, os.lseek(self._fd, start, os.SEEK_HOLE)
+        except OSError as exc:
+            return (self.size, self.size) if exc.errno == errno.ENXIO else (offset, self.size)
+
     def copy_to(self, offset: int, length: int, out: BinaryIO) -> None:
         """Write file bytes [offset, offset+length) to `out` through the bulk path."""
         if offset < 0 or length < 0 or offset + length > self.size:

@@ -223,6 +223,18 @@ class ElfSource:
             parts.append(bytes(size) if offset is None else self._file.pread(offset, size))
         return b"".join(parts)
 
+    def data_extent(self, paddr: int, end: int) -> tuple[int, int]:
+        """[start, stop): the first stretch in [paddr, end) that may hold non-zero bytes
+        ((end, end) if none does). Memory the ELF defines as zero (p_memsz past p_filesz) and
+        holes of a sparse file are known to be zero unread; searches of memory skip them."""
+        for addr, size, offset in self._map.pieces(paddr, end - paddr):
+            if offset is None:
+                continue
+            start, stop = self._file.data_extent(offset)
+            if start < offset + size:
+                return addr + (start - offset), addr + (min(stop, offset + size) - offset)
+        return end, end
+
     def copy_to(self, paddr: int, length: int, out: BinaryIO) -> None:
         for _addr, size, offset in list(self._map.pieces(paddr, length)):
             if offset is None:

@@ -41,6 +41,10 @@ __all__ = ["open_kernel", "scan_banners"]
 log = logging.getLogger("ovm_offline")
 KASLR_ALIGN = 0x20_0000  # CONFIG_PHYSICAL_ALIGN: KERNELOFFSET is a multiple of 2 MiB
 BANNER_SCAN_CHUNK = 64 << 20
+#: how much guest memory (GiB) the banner search of a dump without VMCOREINFO reads: a guest's
+#: kernel lies in its low memory, and a hostile or sparse dump may declare terabytes
+BANNER_SCAN_GIB = 16
+BANNER_SCAN_ENV = "OVM_BANNER_SCAN_GIB"
 MAX_BANNER_HITS = 4096
 MAX_BANNER_LEN = 1024
 BANNER_PREFIX = b"Linux version "
@@ -67,15 +71,41 @@ def _read_phys(source: PhysicalSource, runs: PhysicalRuns, paddr: int, size: int
     return source.read(paddr, size)
 
 
-def scan_banners(source: PhysicalSource, *, limit: int = MAX_BANNER_HITS) -> Iterator[tuple[int, bytes]]:
+def banner_scan_bytes() -> int:
+    """The bound of the banner search: BANNER_SCAN_GIB, or $OVM_BANNER_SCAN_GIB."""
+    raw = os.environ.get(BANNER_SCAN_ENV, "")
+    try:
+        gib = int(raw) if raw else BANNER_SCAN_GIB
+    except ValueError:
+        raise SymbolError(f"{BANNER_SCAN_ENV}={raw!r} is not a whole number of GiB") from None
+    return max(gib, 0) << 30
+
+
+def scan_banners(
+    source: PhysicalSource, *, limit: int = MAX_BANNER_HITS, cut_short: list[int] | None = None
+) -> Iterator[tuple[int, bytes]]:
     """(physical address, text up to NUL) of each "Linux version " string in memory, in
-    address order; bulk reads of 64 MiB, at most `limit` hits."""
+    address order; bulk reads of 64 MiB, at most `limit` hits and `banner_scan_bytes()` read
+    (what a source knows to be zero is skipped unread and not counted). Where the byte bound
+    ended the search, the address it reached is appended to `cut_short`."""
     hits = 0
     plen = len(BANNER_PREFIX)
+    budget = banner_scan_bytes()
+    data_extent = getattr(source, "data_extent", None)  # sparse files: holes are skipped unread
     for run in source.runs():
         pos, end = run.start, run.start + run.length
+        stop = pos if data_extent is not None else end  # the end of the stretch being read
         while pos < end:
-            n = min(BANNER_SCAN_CHUNK, end - pos)
+            if pos >= stop:
+                pos, stop = data_extent(pos, end)
+                if pos >= end:
+                    break
+            if budget <= 0:
+                if cut_short is not None:
+                    cut_short.append(pos)
+                return
+            n = min(BANNER_SCAN_CHUNK, stop - pos)
+            budget -= n
             data = source.read(pos, n)
             i = data.find(BANNER_PREFIX)
             while i >= 0:
@@ -88,9 +118,10 @@ def scan_banners(source: PhysicalSource, *, limit: int = MAX_BANNER_HITS) -> Ite
                 if hits >= limit:
                     return
                 i = data.find(BANNER_PREFIX, i + 1)
-            if pos + n >= end:
-                break
-            pos += n - (plen - 1)  # overlap so a prefix split across chunks is found
+            if pos + n >= stop:
+                pos = stop  # a hole follows: zeros cannot continue a prefix
+            else:
+                pos += n - (plen - 1)  # overlap so a prefix split across chunks is found
 
 
 def _looks_like_linux_banner(text: bytes) -> bool:
@@ -98,9 +129,9 @@ def _looks_like_linux_banner(text: bytes) -> bool:
     return re.match(rb"Linux version \S+ \(.*\) .*#\d+.*\n$", text, re.S) is not None
 
 
-def _guest_banner_for_message(source: PhysicalSource, release: str | None) -> bytes | str | None:
+def _guest_banner_for_message(source: PhysicalSource, release: str | None, cut_short: list[int]) -> bytes | str | None:
     best: bytes | None = None
-    for _pa, text in scan_banners(source, limit=256):
+    for _pa, text in scan_banners(source, limit=256, cut_short=cut_short):
         if release is not None and banner_release(text) != release:
             continue
         if _looks_like_linux_banner(text):
@@ -374,8 +405,17 @@ def _no_isf_error(
     release: str | None,
     forced: bool,
 ) -> SymbolError:
-    guest = _guest_banner_for_message(source, release)
+    cut_short: list[int] = []
+    guest = _guest_banner_for_message(source, release, cut_short)
     if guest is None:
+        if cut_short:
+            total = sum(run.length for run in source.runs())
+            return SymbolError(
+                f"no Linux kernel banner in the {banner_scan_bytes() >> 30} GiB of guest memory searched"
+                f" (up to guest-physical {cut_short[0]:#x} of {total / (1 << 30):.0f} GiB), and the dump has"
+                " no VMCOREINFO to say where the kernel is:"
+                f" record it from a guest with QEMU's -device vmcoreinfo, or set {BANNER_SCAN_ENV} to search further"
+            )
         return SymbolError(
             "no Linux kernel banner found in guest memory: not a Linux guest, or a"
             " kernel image this tool cannot recognise"
