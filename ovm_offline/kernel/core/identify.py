@@ -96,7 +96,7 @@ def scan_banners(
         pos, end = run.start, run.start + run.length
         stop = pos if data_extent is not None else end  # the end of the stretch being read
         while pos < end:
-            if pos >= stop:
+            if pos >= stop and data_extent is not None:
                 pos, stop = data_extent(pos, end)
                 if pos >= end:
                     break
