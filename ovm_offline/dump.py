@@ -17,7 +17,7 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
-from .errors import GuestDataError, NoSuchProcess, UnsupportedError
+from .errors import GuestDataError, NoSuchProcess, OutputError, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
@@ -268,15 +268,21 @@ def dump(
     stats = PagesStats()
 
     def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
-        with open(path, "wb") as out:
-            runs = write_pages(source, proc.mm, out, stats)
+        try:
+            with open(path, "wb") as out:
+                runs = write_pages(source, proc.mm, out, stats)
+        except OSError as exc:
+            raise OutputError.writing(path, exc) from None
         if progress:
             progress(stats.bytes)
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
     def shmem_pages_writer(shm: SharedMemory, path: Path) -> list[tuple[int, int, int]]:
-        with open(path, "wb") as out:
-            runs = write_page_runs(source, shm.pages, out, stats)
+        try:
+            with open(path, "wb") as out:
+                runs = write_page_runs(source, shm.pages, out, stats)
+        except OSError as exc:
+            raise OutputError.writing(path, exc) from None
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
     with atomic_directory(directory, force) as tmp:

@@ -4,6 +4,9 @@ one table of exit codes (`ExitCode`; the README lists it)."""
 from __future__ import annotations
 
 import enum
+import errno
+import os
+import shutil
 
 __all__ = [
     "EXIT_CODE_MEANINGS",
@@ -11,6 +14,7 @@ __all__ = [
     "GuestDataError",
     "ImageError",
     "NoSuchProcess",
+    "OutputError",
     "OutputExistsError",
     "OvmError",
     "SourceError",
@@ -37,7 +41,10 @@ class ExitCode(enum.IntEnum):
 #: What each exit status means, with an example message (the README's table is this one).
 EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
     ExitCode.OK: ("success; `diff`: no differences beyond the ignored fields", ""),
-    ExitCode.FAILED: ("an error not covered below; `diff`: the directories differ", "/no/such/dir does not exist"),
+    ExitCode.FAILED: (
+        "an error not covered below (the output cannot be written, e.g. the disk is full); `diff`: the directories differ",
+        "images: cannot write pages-1.img: No space left on device (1.2 MiB free on /mnt); nothing was written",
+    ),
     ExitCode.SOURCE: (
         "the memory source is unreadable, truncated, corrupt or of another architecture (or a usage error)",
         "guest.elf: PT_LOAD #1 (offset 0x1510, 0xa0000 bytes) extends beyond the end of the file (0x3e8 bytes); truncated?",
@@ -113,3 +120,29 @@ class NoSuchProcess(OvmError):
     """No process (or container) of that id in the guest."""
 
     exit_code = ExitCode.NO_SUCH_PROCESS
+
+
+class OutputError(OvmError):
+    """Output cannot be written: the disk is full, a quota is reached, permission is denied."""
+
+    exit_code = ExitCode.FAILED
+
+    @classmethod
+    def writing(cls, path: str | os.PathLike[str], exc: OSError) -> OutputError:
+        """The one line for a failed write of `path`: which file, why, and (when the disk or
+        quota is full) how much room there was."""
+        message = f"cannot write {os.fspath(path)}: {exc.strerror or exc}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            directory = os.path.dirname(os.path.abspath(path))
+            try:
+                free = shutil.disk_usage(directory).free
+                message += f" ({free / (1 << 20):.1f} MiB free on {_mount_point(directory)})"
+            except OSError:
+                pass
+        return cls(message)
+
+
+def _mount_point(path: str) -> str:
+    while not os.path.ismount(path):
+        path = os.path.dirname(path)
+    return path

@@ -8,6 +8,7 @@ holds (image files and criu's logs). Never a file, a device, a FIFO or a symboli
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -17,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import OutputExistsError, OvmError
+from .errors import OutputError, OutputExistsError, OvmError
 
 __all__ = ["atomic_directory", "check_target", "remove_abandoned_partials"]
 
@@ -25,6 +26,7 @@ log = logging.getLogger("ovm_offline")
 
 #: what an images directory may hold besides images: criu's logs and statistics
 _IMAGES_DIR_FILE = re.compile(r"[\w.+-]+\.img|[\w.+-]+\.log|stats-(dump|restore)")
+_FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
@@ -112,6 +114,15 @@ def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Ite
             shutil.rmtree(old)
         else:
             tmp.rename(target)
+    except (OutputError, OSError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            if exc.errno not in _FULL_OR_READ_ONLY:
+                raise
+            exc = OutputError.writing(exc.filename or tmp, exc)
+        # the file was written under the temporary directory's name: name it by the target's
+        said = str(exc).replace(str(tmp) + os.sep, "").replace(str(tmp), target.name)
+        raise OutputError(f"{target}: {said}; nothing was written") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -4,18 +4,21 @@ each case ends in a refusal by name or a faithful image, never an internal error
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.criu.images import ImageDir
-from ovm_offline.errors import GuestDataError, UnsupportedError
+from ovm_offline.errors import ExitCode, GuestDataError, UnsupportedError
 from ovm_offline.kernel.cpu.regs import task_user_regs
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.mm.mmap import for_each_vma, vma_file
 from ovm_offline.kernel.task.tasks import find_task, for_each_process, task_state, thread_group
 from ovm_offline.kernel.task.timers import clock_now, hrtimer_clock_id, task_sleep_hrtimer
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import ovm
 from tests.support.mutate import PatchedSource
 
 pytestmark = pytest.mark.guest
@@ -235,3 +238,38 @@ def test_a_sleeper_woken_by_its_own_timer_returns_0_and_a_stale_one_is_refused(r
         core = ImageDir(out).load(f"core-{tid}.img").entries[0]
         regs = core.thread_info.gpregs
         assert (regs.ax, regs.orig_ax, regs.ip) == (0, 230, ip)
+
+
+@pytest.fixture
+def nearly_full_fs(tmp_path):
+    """A 2 MiB tmpfs with 64 KiB left: a disk that fills while images are written."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {made.stderr.decode().strip()}")
+    try:
+        (mount / "filler").write_bytes(bytes((2 << 20) - (64 << 10)))
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_disk_that_fills_gives_one_line_naming_the_file_and_the_room_and_leaves_nothing(recording, nearly_full_fs):
+    """Disk full while the pages are copied: one line naming the image and what was free, the
+    partial directory removed, the target never made; `convert` the same, without its .tmp."""
+    rec = recording("6.1", "counter")
+    target = nearly_full_fs / "images"
+    result = ovm("dump", str(rec.elf), "--pid", str(rec.manifest["root_pid"]), "-D", str(target))
+    assert_one_line_failure(
+        result,
+        f"{target}: cannot write pages-1.img: No space left on device (",
+        f"MiB free on {nearly_full_fs}); nothing was written",
+    )
+    assert result.returncode == ExitCode.FAILED
+    assert sorted(p.name for p in nearly_full_fs.iterdir()) == ["filler"]
+    elf = nearly_full_fs / "dump.elf"
+    result = ovm("convert", str(rec.kdumps["kdump-zlib"]), str(elf))
+    assert_one_line_failure(result, f"cannot write {elf}: No space left on device (", f"MiB free on {nearly_full_fs})")
+    assert result.returncode == ExitCode.FAILED
+    assert sorted(p.name for p in nearly_full_fs.iterdir()) == ["filler"]

@@ -80,7 +80,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from ..errors import ImageError
+from ..errors import ImageError, OutputError
 from .descriptors import (
     CGROUP,
     COMMON_MAGIC,
@@ -304,7 +304,7 @@ def write_image(
         try:
             Path(dest).write_bytes(data)
         except OSError as e:
-            raise ImageError(f"{dest}: cannot write: {e.strerror or e}") from None
+            raise OutputError.writing(dest, e) from None
     else:
         dest.write(data)
     return len(data)

@@ -11,6 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..errors import OutputError
 from ._files import fail
 from .elf_writer import core_layout
 from .kdump import KdumpSource
@@ -55,7 +56,7 @@ def _convert(source: KdumpSource, out_path: Path) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise fail(out_path, f"cannot write: {exc.strerror or exc}") from None
+            raise OutputError.writing(out_path, exc) from None
         raise
 
 
