@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from . import sources
+from .__main__ import terminated
 from .errors import ExitCode, OvmError
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
@@ -307,11 +308,6 @@ def diff(ours, theirs, show_ignored) -> None:
     sys.exit(result.exit_status)
 
 
-def _terminated(signum: int, frame: object) -> None:
-    # SIGTERM unwinds like Ctrl-C: partial output is removed and a paused live guest resumed
-    raise KeyboardInterrupt
-
-
 def _say_warnings() -> None:
     """The library's warnings (logger "ovm_offline") as one stderr line each."""
     handler = logging.StreamHandler()
@@ -323,7 +319,7 @@ def _say_warnings() -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, terminated)
     _say_warnings()
     try:
         cli(standalone_mode=False)

@@ -45,6 +45,8 @@ def check_target(target: Path, force: bool) -> None:
         st = target.lstat()
     except FileNotFoundError:
         st = None
+    except OSError as exc:  # a name too long, a parent that is a file
+        raise OvmError(f"{target}: cannot be an images directory: {exc.strerror or exc}") from None
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
             raise OutputExistsError(f"{target} is a symbolic link; name the images directory itself")

@@ -129,13 +129,13 @@ def test_sigterm_removes_partial_output(recording, tmp_path):
     target = {"dump": tmp_path / "images", "convert": tmp_path / "out.elf"}
     reference = {}
     for name, args in commands.items():
-        subprocess.run([sys.executable, "-m", "ovm_offline.cli", *args], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "ovm_offline", *args], check=True, capture_output=True)
         reference[name] = digest(target[name])
         subprocess.run(["rm", "-rf", str(target[name])], check=True)
     for name, args in commands.items():
         interrupted = 0
         for delay in (0.8, 0.5, 0.3, 0.2, 0.15):
-            proc = subprocess.Popen([sys.executable, "-m", "ovm_offline.cli", *args], stderr=subprocess.PIPE, text=True)
+            proc = subprocess.Popen([sys.executable, "-m", "ovm_offline", *args], stderr=subprocess.PIPE, text=True)
             time.sleep(delay)
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
@@ -202,7 +202,7 @@ def test_a_sparse_dump_declaring_a_terabyte_is_searched_only_where_it_holds_data
         env = {k: v for k, v in os.environ.items() if k != "OVM_BANNER_SCAN_GIB"}
         if scan_gib is not None:
             env["OVM_BANNER_SCAN_GIB"] = scan_gib
-        run = [sys.executable, "-m", "ovm_offline.cli", "ps", str(sparse)]
+        run = [sys.executable, "-m", "ovm_offline", "ps", str(sparse)]
         return subprocess.run(run, capture_output=True, text=True, timeout=60, env=env)
 
     result = ps(None)

@@ -253,7 +253,7 @@ def test_a_broken_isf_among_the_symbols_is_said_and_skipped(recording, tmp_path)
     (tmp_path / "broken.json").write_text('{"symbols": ')
     (tmp_path / "empty.json.xz").write_bytes(lzma.compress(b"{}"))
     result = subprocess.run(
-        [sys.executable, "-m", "ovm_offline.cli", "ps", str(rec.elf), "--symbols", str(tmp_path)],
+        [sys.executable, "-m", "ovm_offline", "ps", str(rec.elf), "--symbols", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -21,6 +21,8 @@ __all__ = ["BULK_CHUNK", "ByteReader", "MappedFile", "RunMap", "fail", "open_inp
 #: biggest piece handed to one write() when we cannot use sendfile: large enough that Python
 #: overhead vanishes, small enough not to touch hundreds of MiB of page cache at once
 BULK_CHUNK = 8 << 20
+#: reads of this size or more bypass the map (see MappedFile.pread)
+_PREAD_FROM = 1 << 20
 
 
 def fail(where: str | os.PathLike[str], problem: str) -> SourceError:
@@ -100,7 +102,21 @@ class MappedFile:
             )
         if length == 0 or self.mm is None:
             return b""
+        if length >= _PREAD_FROM:
+            return self._pread_whole(offset, length)
         return self.mm[offset : offset + length]
+
+    def _pread_whole(self, offset: int, length: int) -> bytes:
+        # Big reads (searches through all memory) go through read(), not the map: pages mapped
+        # in would stay in this process's resident set, hundreds of MiB of it.
+        parts, done = [], 0
+        while done < length:
+            piece = os.pread(self._fd, length - done, offset + done)
+            if not piece:
+                raise fail(self.name, f"file shrank while being read (at offset {offset + done:#x})")
+            parts.append(piece)
+            done += len(piece)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def data_extent(self, offset: int) -> tuple[int, int]:
         """[start, stop): the first stretch at or after `offset` that is not a hole of a sparse

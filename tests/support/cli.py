@@ -10,9 +10,7 @@ from pathlib import Path
 
 def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`ovm-offline ARGS` in a fresh interpreter, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "ovm_offline.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", "ovm_offline", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def dump_from(source, pid: int, out: Path, *options: str) -> Path:

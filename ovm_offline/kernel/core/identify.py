@@ -40,7 +40,7 @@ __all__ = ["open_kernel", "scan_banners"]
 
 log = logging.getLogger("ovm_offline")
 KASLR_ALIGN = 0x20_0000  # CONFIG_PHYSICAL_ALIGN: KERNELOFFSET is a multiple of 2 MiB
-BANNER_SCAN_CHUNK = 64 << 20
+BANNER_SCAN_CHUNK = 16 << 20
 #: how much guest memory (GiB) the banner search of a dump without VMCOREINFO reads: a guest's
 #: kernel lies in its low memory, and a hostile or sparse dump may declare terabytes
 BANNER_SCAN_GIB = 16
@@ -85,7 +85,7 @@ def scan_banners(
     source: PhysicalSource, *, limit: int = MAX_BANNER_HITS, cut_short: list[int] | None = None
 ) -> Iterator[tuple[int, bytes]]:
     """(physical address, text up to NUL) of each "Linux version " string in memory, in
-    address order; bulk reads of 64 MiB, at most `limit` hits and `banner_scan_bytes()` read
+    address order; bulk reads of 16 MiB, at most `limit` hits and `banner_scan_bytes()` read
     (what a source knows to be zero is skipped unread and not counted). Where the byte bound
     ended the search, the address it reached is appended to `cut_short`."""
     hits = 0

@@ -126,12 +126,21 @@ def fdtable_max_fds(fdt: Struct) -> int:
     return n
 
 
-def _read_bitmap(fdt: Struct, member: str, nbits: int) -> bytes:
-    """The bitmap of `nbits` bits that ``struct fdtable`` member `member` points to (bit n
-    of the little-endian longs = fd n: byte n // 8, bit n % 8)."""
+def _bitmap_address(fdt: Struct, member: str) -> int:
+    """Where ``struct fdtable`` member `member` (an ``unsigned long *`` bitmap) points: never
+    NULL, and aligned as the longs it holds are."""
     ptr = int(fdt.member_(member))
     if not ptr:
         raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL {member} bitmap")
+    if ptr % 8:
+        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: {member} bitmap at 0x{ptr:x} is misaligned")
+    return ptr
+
+
+def _read_bitmap(fdt: Struct, member: str, nbits: int) -> bytes:
+    """The bitmap of `nbits` bits that ``struct fdtable`` member `member` points to (bit n
+    of the little-endian longs = fd n: byte n // 8, bit n % 8)."""
+    ptr = _bitmap_address(fdt, member)
     try:
         return fdt.prog_.read(ptr, nbits // 8)
     except GuestDataError:
@@ -188,9 +197,7 @@ def fd_is_cloexec(fdt: Struct, fd: int) -> bool:
     """Is close-on-exec set for `fd` in a ``struct fdtable`` (its close_on_exec bitmap)?"""
     if not 0 <= fd < fdtable_max_fds(fdt):
         return False
-    ptr = int(fdt.close_on_exec)
-    if not ptr:
-        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL close_on_exec bitmap")
+    ptr = _bitmap_address(fdt, "close_on_exec")
     try:
         word = fdt.prog_.read_u64(ptr + (fd // BITS_PER_LONG) * 8)
     except GuestDataError:

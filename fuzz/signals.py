@@ -1,0 +1,87 @@
+"""Family `signals`: SIGINT, SIGTERM or SIGKILL at a random moment of a dump (the CLI in a
+forked child). After SIGINT or SIGTERM the run must end with 130 (or 0 if it was done) and
+leave no partial output; after SIGKILL the next run must remove the leftover and say so."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .harness import Case, Result, leftovers
+
+
+class Signals:
+    family = "signals"
+
+    def __init__(self, rec, work: Path) -> None:
+        self.pid = rec.manifest["root_pid"]
+        self.dump = rec.elf
+        self.work = work / "signals"
+        self.work.mkdir(parents=True, exist_ok=True)
+
+    def _argv(self, target: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "ovm_offline",
+            "dump",
+            str(self.dump),
+            "--pid",
+            str(self.pid),
+            "-D",
+            str(target),
+            "-q",
+        ]
+
+    def run_case(self, index: int, rng: random.Random) -> Case:
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir()
+        target = self.work / "images"
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        delay = rng.uniform(0.05, 0.6)  # from the interpreter's start to past the page copy
+        started = time.monotonic()
+        child = subprocess.Popen(self._argv(target), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        child.send_signal(sig)
+        try:
+            _, stderr = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            return Case(index, f"{sig.name} after {delay:.3f} s", True, "hang", "no end within 60 s", 60.0, 0.0)
+        seconds = time.monotonic() - started
+        what = f"{sig.name} after {delay:.3f} s"
+        result = self._judge(sig, child.returncode, stderr, target)
+        return Case(index, what, True, result.outcome, result.detail, seconds, 0.0)
+
+    def _judge(self, sig: signal.Signals, code: int, stderr: str, target: Path) -> Result:
+        whole = target.is_dir() and (target / f"core-{self.pid}.img").is_file()
+        if sig == signal.SIGKILL:
+            if code not in (0, -signal.SIGKILL):
+                return Result("internal error", f"exit {code}: {stderr.strip()[-200:]}")
+            left = leftovers(self.work)
+            if left:  # the next run must clean up and say so
+                again = subprocess.run(self._argv(target), capture_output=True, text=True, timeout=60)
+                if leftovers(self.work) or "left by a run that was killed" not in again.stderr:
+                    return Result(
+                        "partial output",
+                        f"after SIGKILL {left}, the next run left {leftovers(self.work)}: {again.stderr.strip()[-200:]}",
+                    )
+            return Result("ok" if code == 0 else "refused", f"exit {code}")
+        if code == 0 and whole:
+            return Result("ok", "finished before the signal")
+        if code == -sig and not stderr.strip() and not leftovers(self.work) and not target.exists():
+            return Result("refused", "ended by the signal before Python ran a line of ours: nothing written")
+        if code != 130 or "interrupted" not in stderr:
+            return Result("internal error", f"exit {code}: {stderr.strip()[-200:]}")
+        if leftovers(self.work) or target.exists():
+            return Result("partial output", f"{leftovers(self.work)} target exists: {target.exists()}")
+        return Result("refused", "interrupted, nothing left")
+
+
+__all__ = ["Signals"]

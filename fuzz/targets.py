@@ -1,0 +1,33 @@
+"""What the fuzzer runs in a case, and the recordings it mutates: the dump of the workload's
+root as `ovm-offline ps` and `dump` do it, fingerprinted."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from ovm_offline import dump as dumping
+from ovm_offline import inventory, sources
+from ovm_offline.sources.base import PhysicalSource
+
+from .harness import digest_tree
+
+
+def ps_and_dump(source: PhysicalSource, pid: int, out: Path, prog=None) -> str:
+    """`ps` then `dump` of `pid` into `out` (removed after): a fingerprint of both results."""
+    prog = prog if prog is not None else inventory.open_kernel(source)
+    table = json.dumps([dataclasses.asdict(p) for p in inventory.list_processes(prog)], sort_keys=True, default=str)
+    try:
+        dumping.dump(source, prog, pid, out)
+        images = digest_tree(out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return hashlib.sha256(table.encode() + images.encode()).hexdigest()[:16]
+
+
+def dump_file_fingerprint(path: Path, pid: int, out: Path) -> str:
+    with sources.open_source(path) as source:
+        return ps_and_dump(source, pid, out)

@@ -1,0 +1,53 @@
+"""`ovm-offline` and `python -m ovm_offline`: Ctrl-C and SIGTERM are an interruption from the
+first moment, before the CLI's imports (a tenth of a second) have run, to the last: once the
+work is done (or undone), a late signal no longer turns the run into a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+__all__ = ["main", "terminated"]
+
+
+def terminated(signum: int, frame: object) -> None:
+    """SIGTERM unwinds like Ctrl-C: partial output is removed and a paused live guest resumed."""
+    raise KeyboardInterrupt
+
+
+def _ignore_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, terminated)  # SIGINT raises KeyboardInterrupt already
+    try:
+        try:
+            from .cli import main as cli_main
+
+            cli_main()
+            code: int | str | None = 0
+        except SystemExit as exc:
+            code = exc.code
+        _ignore_signals()
+    except KeyboardInterrupt:
+        _ignore_signals()
+        sys.stderr.write("ovm-offline: interrupted\n")
+        code = 130
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    # A signal caught just before it was ignored may still be pending in the interpreter, to
+    # be raised during its shutdown: end here, the output flushed, without one.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""The mutation fuzzer's gate, in small: every family on a real recording of both kernels,
+a fixed seed, and not one case that hangs, dies, changes a result silently, leaves partial
+output or touches the host. `python -m fuzz` runs the same with as many cases as you like."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.__main__ import FAMILIES, run_family
+from fuzz.harness import BAD
+
+pytestmark = pytest.mark.guest
+
+CASES = {"signals": 20}  # each starts an interpreter
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_no_case_of_the_family_fails_the_gate(recording, tmp_path, family, kernel):
+    recording(kernel, "counter")
+    # memory is gated by `python -m fuzz` in a process of its own (see run_family)
+    report = run_family(family, kernel, "counter", CASES.get(family, 40), 7, tmp_path, lambda r: None, None)
+    counts = report.counts()
+    assert not [c for c in report.cases if c.outcome in BAD], report.failures()[:5]
+    assert counts["refused"] > 0 and counts["ok"] + counts["changed"] > 0, counts  # the cases did something
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
