@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -273,3 +274,32 @@ def test_a_disk_that_fills_gives_one_line_naming_the_file_and_the_room_and_leave
     assert_one_line_failure(result, f"cannot write {elf}: No space left on device (", f"MiB free on {nearly_full_fs})")
     assert result.returncode == ExitCode.FAILED
     assert sorted(p.name for p in nearly_full_fs.iterdir()) == ["filler"]
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_misaligned_pointers_are_bad_guest_data_not_their_garbage(recording, tmp_path, kernel):
+    """Found by the fuzzer: a task's mm, or a struct file's dentry, pointing a byte past its
+    object once read shifted fields; and a misaligned open_fds bitmap once shifted the fds.
+    Each is now refused naming the pointer."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+
+    def shift(member_of: Callable, struct: str, member: str, by: int, needle: str):
+        def mutate(source, prog):
+            obj = member_of(prog)
+            address = int(obj) + prog.member_offset(struct, member)
+            old = int.from_bytes(prog.read(address, 8), "little")
+            source.patch_virtual(prog, address, (old + by).to_bytes(8, "little"))
+            return needle.format(old + by)
+
+        return mutate
+
+    task = lambda prog: find_task(prog, pid).address_  # noqa: E731
+    fdt = lambda prog: int(task_files(find_task(prog, pid)).fdt)  # noqa: E731
+    file = lambda prog: int(_log_file(prog, pid))  # noqa: E731
+    for mutate in (
+        shift(task, "task_struct", "mm", 1, "misaligned struct mm_struct pointer 0x{:x}"),
+        shift(file, "file", "f_path.dentry", 4, "misaligned struct dentry pointer 0x{:x}"),
+        shift(fdt, "fdtable", "open_fds", 2, "open_fds bitmap at 0x{:x} is misaligned"),
+    ):
+        _assert_refused(rec, mutate, GuestDataError, tmp_path / "images")

@@ -152,7 +152,10 @@ class Program:
         return read_value(self, self.type(type), address)
 
     def struct(self, type: str | Type, address: int) -> Struct:
-        return Struct(self, self.struct_type(type), address)
+        """View memory at `address` as struct `type`: GuestDataError if it is misaligned."""
+        struct_type = self.struct_type(type)
+        check_struct_address(struct_type, address)
+        return Struct(self, struct_type, address)
 
     def pointer(self, type: str | Type, value: int) -> Pointer:
         """A computed pointer to `type` holding `value`."""
