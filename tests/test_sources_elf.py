@@ -95,6 +95,20 @@ def test_pn_xnum_with_more_than_65534_program_headers(tmp_path):
         assert src.read((PN_XNUM + 9) * 8192, 1) == bytes([(PN_XNUM + 9) % 251 + 1])
 
 
+def test_a_declared_table_of_millions_of_program_headers_is_refused_before_it_is_parsed(tmp_path):
+    """Found by the fuzzer: a PN_XNUM count of millions in a big enough file was parsed whole
+    (hundreds of MiB); past MAX_PROGRAM_HEADERS it is a corrupt header."""
+    path = tmp_path / "core"
+    write_core(path, [(0x1000, b"abcd")], force_xnum=True)
+    raw = bytearray(path.read_bytes())
+    shoff = struct.unpack_from("<Q", raw, 40)[0]
+    struct.pack_into("<I", raw, shoff + 44, 3_000_000)  # section header 0's sh_info
+    path.write_bytes(raw)
+    os.truncate(path, 3_000_000 * PHDR.size + len(raw))  # the table fits in the (sparse) file
+    with pytest.raises(SourceError, match="declares 3000000 program headers, more than 131072; corrupt header"):
+        ElfSource(path)
+
+
 def test_memsz_beyond_filesz_reads_zeros(tmp_path):
     path = tmp_path / "core"
     write_core(path, [(0x1000, b"abcd")])

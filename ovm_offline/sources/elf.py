@@ -71,6 +71,11 @@ class ProgramHeader:
     p_align: int
 
 
+#: QEMU writes a PT_LOAD per guest RAM block (a handful); past this the header is corrupt, and
+#: parsing the table it declares would take hundreds of MiB
+MAX_PROGRAM_HEADERS = 1 << 17
+
+
 def parse_elf_header(data: bytes, where: str, file_size: int) -> ElfHeader:
     """Check the identification and resolve PN_XNUM; `data` holds at least the first 64 bytes."""
     if len(data) < EHDR.size:
@@ -105,12 +110,18 @@ def parse_elf_header(data: bytes, where: str, file_size: int) -> ElfHeader:
 
 
 def resolve_phnum(header: ElfHeader, section0: bytes | None, where: str) -> int:
-    """e_phnum, or with PN_XNUM the count kept in section header 0's sh_info."""
+    """e_phnum, or with PN_XNUM the count kept in section header 0's sh_info; at most
+    MAX_PROGRAM_HEADERS."""
     if header.e_phnum != PN_XNUM:
         return header.e_phnum
     if section0 is None or len(section0) < SHDR.size:
         raise fail(where, "e_phnum is PN_XNUM but section header 0 is missing")
-    return SHDR.unpack_from(section0)[7]  # sh_info
+    count: int = SHDR.unpack_from(section0)[7]  # sh_info
+    if count > MAX_PROGRAM_HEADERS:
+        raise fail(
+            where, f"the ELF header declares {count} program headers, more than {MAX_PROGRAM_HEADERS}; corrupt header?"
+        )
+    return count
 
 
 def parse_program_headers(data: bytes, count: int, entsize: int) -> list[ProgramHeader]:
