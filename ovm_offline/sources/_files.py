@@ -103,12 +103,16 @@ class MappedFile:
         if length == 0 or self.mm is None:
             return b""
         if length >= _PREAD_FROM:
-            return self._pread_whole(offset, length)
+            return self.pread_unmapped(offset, length)
         return self.mm[offset : offset + length]
 
-    def _pread_whole(self, offset: int, length: int) -> bytes:
-        # Big reads (searches through all memory) go through read(), not the map: pages mapped
-        # in would stay in this process's resident set, hundreds of MiB of it.
+    def pread_unmapped(self, offset: int, length: int) -> bytes:
+        """pread() through the descriptor: the bytes are not mapped into this process, where
+        they would stay resident (big reads: searches through all memory; scattered ones)."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise fail(
+                self.name, f"read of {length} bytes at offset {offset:#x} is beyond the end of the file; truncated?"
+            )
         parts, done = [], 0
         while done < length:
             piece = os.pread(self._fd, length - done, offset + done)

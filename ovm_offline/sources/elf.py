@@ -183,9 +183,15 @@ class ElfSource:
         count = resolve_phnum(self.header, section0, where)
         table = count * self.header.e_phentsize
         _check_range(where, f"program header table ({count} entries)", self.header.e_phoff, table, size)
-        self.program_headers = parse_program_headers(
-            self._file.pread(self.header.e_phoff, table), count, self.header.e_phentsize
-        )
+        entsize = self.header.e_phentsize
+        if entsize == PHDR.size:
+            raw = self._file.pread(self.header.e_phoff, table)
+        else:  # entries padded (or a corrupt size): read what each holds, not the padding
+            # (scattered over the file: read, not mapped, lest every entry map in its neighbours)
+            raw = b"".join(
+                self._file.pread_unmapped(self.header.e_phoff + i * entsize, PHDR.size) for i in range(count)
+            )
+        self.program_headers = parse_program_headers(raw, count, PHDR.size)
         self._map = RunMap(where, self._load_runs())
         self._note_bytes = self._read_notes()
         self.notes: ParsedNotes = parse_notes(self._note_bytes, where)
