@@ -61,6 +61,8 @@ def run_family(
     # a child shares this parent's memory (the parsed ISF, say): count how far it grew, on
     # top of what a fresh ovm-offline process holds before it reads anything
     fresh_rss = fresh_process_mib()
+    if not getattr(family, "judges_memory", True):
+        max_rss_mib = None
     if baseline.outcome != "ok":
         raise click.ClickException(f"{name} on {kernel}: the unmutated run failed: {baseline.detail}")
     for i in range(cases):
