@@ -293,8 +293,12 @@ def file_inode(file: Pointer | Struct) -> Pointer:
 
 
 def inode_size(inode: Pointer | Struct) -> int:
-    """i_size of a ``struct inode`` (bytes)."""
-    return inode.i_size
+    """i_size of a ``struct inode`` (bytes): a loff_t no file system sets negative."""
+    size: int = inode.i_size
+    if not 0 <= size < 1 << 63:
+        address = inode.address_ if isinstance(inode, Struct) else int(inode)
+        raise GuestDataError(f"struct inode at 0x{address:x} has i_size {size}, which no file has")
+    return size
 
 
 def inode_mode(inode: Pointer | Struct) -> int:

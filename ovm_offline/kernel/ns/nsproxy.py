@@ -30,6 +30,9 @@ _NSPROXY_MEMBERS = {
 }
 
 
+_OPTIONAL_NAMESPACES = {"cgroup", "time", "time_for_children"}
+
+
 @dataclasses.dataclass(frozen=True)
 class NamespaceInodes:
     """Inode numbers of a task's namespaces (None: absent in this kernel, or the task
@@ -76,6 +79,7 @@ def task_namespaces(task: Struct) -> NamespaceInodes:
     if nsp is not None:
         nsproxy = nsp.deref()
         for field, member in _NSPROXY_MEMBERS.items():
-            if nsproxy.has_member_(member):  # time_ns: 5.6+, cgroup_ns: 4.6+
+            # time_ns: 5.6+, cgroup_ns: 4.6+; an ISF without the others is of no kernel we read
+            if nsproxy.has_member_(member) or field not in _OPTIONAL_NAMESPACES:
                 values[field] = ns_inum(nsproxy.member_(member))
     return NamespaceInodes(**values)

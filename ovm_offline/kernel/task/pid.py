@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import GuestDataError
-from ..core.objects import Pointer, Struct
+from ...errors import GuestDataError, SymbolError
+from ..core.ktypes import StructType
+from ..core.objects import Array, Pointer, Struct
 
 __all__ = [
     "PROC_PID_INIT_INO",
@@ -52,18 +53,30 @@ def pid_level(pid: Pointer) -> int:
     return level
 
 
+def _pid_upid(pid: Pointer, level: int) -> Struct:
+    """``pid->numbers[level]`` (a ``struct upid``). An ISF whose ``numbers`` is anything but
+    an array of structs describes another kernel: one SymbolError, not an exception later."""
+    numbers = pid.numbers
+    if not isinstance(numbers, Array) or not isinstance(numbers.type_.element, StructType):
+        raise SymbolError(
+            f"struct pid.numbers is {numbers.type_.describe() if hasattr(numbers, 'type_') else type(numbers).__name__}, not an array of struct upid, in this ISF"
+        )
+    upid: Struct = numbers[level]
+    return upid
+
+
 def pid_nr(pid: Pointer) -> int:
     """The global number of a ``struct pid *`` (0 for NULL)."""
     if not pid:
         return 0
-    return pid.numbers[0].nr
+    return _pid_upid(pid, 0).nr
 
 
 def ns_of_pid(pid: Pointer) -> Pointer | None:
     """The ``struct pid_namespace *`` a ``struct pid *`` was allocated in (None for NULL)."""
     if not pid:
         return None
-    return pid.numbers[pid_level(pid)].ns
+    return _pid_upid(pid, pid_level(pid)).ns
 
 
 def pid_nr_ns(pid: Pointer, ns: Pointer | Struct) -> int:
@@ -75,7 +88,7 @@ def pid_nr_ns(pid: Pointer, ns: Pointer | Struct) -> int:
     level = ns.level
     if level > pid_level(pid):
         return 0
-    upid = pid.numbers[level]
+    upid = _pid_upid(pid, level)
     return upid.nr if int(upid.ns) == ns_addr else 0
 
 
@@ -117,7 +130,7 @@ def task_ns_pid(task: Struct) -> int:
     pid = task_pid_ptr(task)
     if not pid:
         return 0
-    return pid.numbers[pid_level(pid)].nr
+    return _pid_upid(pid, pid_level(pid)).nr
 
 
 def task_pgid(task: Struct, ns: Pointer | Struct | None = None) -> int:
@@ -138,4 +151,4 @@ def pid_ns_at_level(task: Struct, level: int) -> Pointer | None:
     pid = task_pid_ptr(task)
     if not pid or level > pid_level(pid):
         return None
-    return pid.numbers[level].ns
+    return _pid_upid(pid, level).ns
