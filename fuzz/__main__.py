@@ -7,11 +7,16 @@ changed a result silently, left partial output or touched the host."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import pickle
 import random
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -96,6 +101,28 @@ def run_family(
     return report
 
 
+def _in_own_process(run: Callable[[], Report]) -> Report:
+    """`run()` in a forked process of its own: a family's cases fork from a parent that holds
+    only that family's setup (one that parsed an ISF before would lend every later case its
+    memory)."""
+    with tempfile.NamedTemporaryFile(prefix="ovm-fuzz-report-") as out:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                out.write(pickle.dumps(run()))
+                out.flush()
+                code = 0
+            except BaseException:  # noqa: BLE001 - said below, by the parent
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise click.ClickException("a family's run failed (its traceback is above)")
+        return pickle.loads(Path(out.name).read_bytes())
+
+
 @click.command()
 @click.option("--family", "families", multiple=True, type=click.Choice(sorted(FAMILIES)), help="Default: all.")
 @click.option("--kernel", "kernels", multiple=True, default=("6.1", "6.12"), show_default=True)
@@ -117,7 +144,8 @@ def main(families, kernels, workload, cases, seed, report_path) -> None:
                     if n % 100 == 0 or n == cases:
                         click.echo(f"  {report.family} {report.kernel}: {n}/{cases} {report.counts()}", err=True)
 
-                report = run_family(name, kernel, workload, cases, seed, Path(tmp), progress)
+                run = functools.partial(run_family, name, kernel, workload, cases, seed, Path(tmp), progress)
+                report = _in_own_process(run)
             summary = report.summary()
             summary["seconds"] = round(time.monotonic() - started, 1)
             summaries.append(summary)
