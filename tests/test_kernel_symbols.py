@@ -233,6 +233,8 @@ def test_an_isf_that_inflates_beyond_the_cap_is_refused_not_inflated_whole(tmp_p
     ("mutate", "needle"),
     [
         (lambda isf: isf["base_types"]["int"].update(size=0), "base type 'int' (int) has size 0"),
+        # found by the fuzzer: a 16-byte short once reached the image writer as a huge mode
+        (lambda isf: isf["base_types"]["int"].update(size=16), "base type 'int' (int) has size 16"),
         (lambda isf: isf["base_types"].update(pointer={"size": 4, "kind": "int"}), "base type 'pointer'"),
         (lambda isf: isf["user_types"]["u1"]["fields"]["b"].update(offset=99), "u1.b is at offset 99, outside its 4"),
         (lambda isf: isf["user_types"]["foo"].update(size=-8), "type 'foo' has no valid size"),

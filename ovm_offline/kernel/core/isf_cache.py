@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3  # 3: base types checked against the sizes of C's named types
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096
 # Prefixes keep the three namespaces apart inside one set of buckets.

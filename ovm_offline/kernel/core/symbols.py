@@ -306,6 +306,13 @@ def _parse_isf(path: Path) -> dict[str, Any]:
 
 _SCALAR_KINDS = ("int", "char", "bool", "float")
 _SCALAR_SIZES = (1, 2, 4, 8, 16)
+#: the sizes x86-64's C gives its named types (LP64); an ISF that says otherwise is broken
+_C_TYPE_SIZES = {
+    "char": 1, "signed char": 1, "unsigned char": 1, "_Bool": 1,
+    "short int": 2, "short unsigned int": 2,
+    "int": 4, "unsigned int": 4,
+    "long int": 8, "long unsigned int": 8, "long long int": 8, "long long unsigned int": 8,
+}  # fmt: skip
 
 
 def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
@@ -315,7 +322,11 @@ def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
         if not isinstance(base, dict):
             raise SymbolError(f"ISF {path}: base type {name!r} is not an object")
         size, kind = base.get("size"), base.get("kind")
-        if (kind in _SCALAR_KINDS and size not in _SCALAR_SIZES) or (name == "pointer" and size != 8):
+        if (
+            (kind in _SCALAR_KINDS and size not in _SCALAR_SIZES)
+            or (name in _C_TYPE_SIZES and size != _C_TYPE_SIZES[name])
+            or (name == "pointer" and size != 8)
+        ):
             raise SymbolError(f"ISF {path}: base type {name!r} ({kind}) has size {size!r}")
     for name, user in isf["user_types"].items():
         size = user.get("size") if isinstance(user, dict) else None

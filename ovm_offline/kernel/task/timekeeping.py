@@ -6,6 +6,7 @@ these readings lag the true instant of the snapshot by less than one tick.
 
 from __future__ import annotations
 
+from ...errors import GuestDataError
 from ..core.memory import Program
 from ..core.objects import Struct
 
@@ -13,6 +14,14 @@ __all__ = ["ktime_get_boottime_ns", "ktime_get_ns"]
 
 
 NSEC_PER_SEC = 10**9
+#: a clock since boot past this (about 292 years) is no clock: ktime_t is a signed 64-bit ns count
+KTIME_MAX = (1 << 63) - 1
+
+
+def _since_boot(name: str, ns: int) -> int:
+    if not 0 <= ns <= KTIME_MAX:
+        raise GuestDataError(f"the timekeeper (tk_core) gives {name} {ns} ns: not a clock since boot")
+    return ns
 
 
 def timekeeper(prog: Program) -> Struct:
@@ -30,9 +39,9 @@ def ktime_get_ns(prog: Program) -> int:
     """CLOCK_MONOTONIC in ns: xtime + wall_to_monotonic."""
     tk = timekeeper(prog)
     wtm = tk.wall_to_monotonic
-    return ktime_get_real_ns(prog) + wtm.tv_sec * NSEC_PER_SEC + wtm.tv_nsec
+    return _since_boot("CLOCK_MONOTONIC", ktime_get_real_ns(prog) + wtm.tv_sec * NSEC_PER_SEC + wtm.tv_nsec)
 
 
 def ktime_get_boottime_ns(prog: Program) -> int:
     """CLOCK_BOOTTIME in ns: monotonic plus the time spent suspended (offs_boot)."""
-    return ktime_get_ns(prog) + timekeeper(prog).offs_boot
+    return _since_boot("CLOCK_BOOTTIME", ktime_get_ns(prog) + timekeeper(prog).offs_boot)
