@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 
-CACHE_FORMAT = 3  # 3: base types checked against the sizes of C's named types
+CACHE_FORMAT = 3  # 3: base type sizes and scalar members of size-0 structs checked
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096
 # Prefixes keep the three namespaces apart inside one set of buckets.

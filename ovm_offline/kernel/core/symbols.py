@@ -315,6 +315,13 @@ _C_TYPE_SIZES = {
 }  # fmt: skip
 
 
+def _is_scalar_field(field: Any) -> bool:
+    kind = (
+        field.get("type", {}).get("kind") if isinstance(field, dict) and isinstance(field.get("type"), dict) else None
+    )
+    return kind in ("base", "pointer", "enum")
+
+
 def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
     """The types every read trusts: scalar sizes a C compiler gives, x86-64 pointers of 8
     bytes, and members inside their struct. Checked once per ISF (the cache keeps the result)."""
@@ -332,6 +339,9 @@ def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
         size = user.get("size") if isinstance(user, dict) else None
         if not isinstance(size, int) or size < 0 or not isinstance(user.get("fields", {}), dict):
             raise SymbolError(f"ISF {path}: type {name!r} has no valid size or fields")
+        if size == 0 and any(_is_scalar_field(f) for f in user.get("fields", {}).values()):
+            # size 0 is for empty structs and flexible arrays; a scalar member takes room
+            raise SymbolError(f"ISF {path}: type {name!r} has a scalar member but size 0")
         for member, field in user.get("fields", {}).items():
             offset = field.get("offset") if isinstance(field, dict) else None
             if not isinstance(offset, int) or not 0 <= offset <= size:

@@ -158,6 +158,16 @@ def _layout(prog: Program) -> _Layout:
         )
     except SymbolError:  # an ISF without the maple types: the layout has not changed since 6.1
         lay = _DEFAULT_LAYOUT
+    words = MAPLE_NODE_SIZE // 8
+    if not (
+        lay.r_pivot + MAPLE_RANGE64_SLOTS - 1 <= words
+        and lay.r_slot + MAPLE_RANGE64_SLOTS <= words
+        and lay.a_pivot + MAPLE_ARANGE64_SLOTS - 1 <= words
+        and lay.a_slot + MAPLE_ARANGE64_SLOTS <= words
+        and lay.d_slot + MAPLE_NODE_SLOTS <= words
+        and max(lay.r_meta, lay.a_meta) < MAPLE_NODE_SIZE
+    ):
+        raise SymbolError(f"the maple node members of this ISF do not fit a {MAPLE_NODE_SIZE}-byte maple node")
     prog._maple_layout = lay  # type: ignore[attr-defined]
     return lay
 

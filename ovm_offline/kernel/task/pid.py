@@ -65,11 +65,23 @@ def _pid_upid(pid: Pointer, level: int) -> Struct:
     return upid
 
 
+#: the kernel's PID_MAX_LIMIT on 64-bit: no PID is above it, none is 0 or negative
+PID_MAX_LIMIT = 4 * 1024 * 1024
+
+
+def _upid_nr(upid: Struct) -> int:
+    """``upid->nr``, which the kernel keeps within 1..PID_MAX_LIMIT."""
+    nr: int = upid.nr
+    if not 1 <= nr <= PID_MAX_LIMIT:
+        raise GuestDataError(f"struct upid at 0x{upid.address_:x} holds PID {nr}, outside 1..{PID_MAX_LIMIT}")
+    return nr
+
+
 def pid_nr(pid: Pointer) -> int:
     """The global number of a ``struct pid *`` (0 for NULL)."""
     if not pid:
         return 0
-    return _pid_upid(pid, 0).nr
+    return _upid_nr(_pid_upid(pid, 0))
 
 
 def ns_of_pid(pid: Pointer) -> Pointer | None:
@@ -89,7 +101,7 @@ def pid_nr_ns(pid: Pointer, ns: Pointer | Struct) -> int:
     if level > pid_level(pid):
         return 0
     upid = _pid_upid(pid, level)
-    return upid.nr if int(upid.ns) == ns_addr else 0
+    return _upid_nr(upid) if int(upid.ns) == ns_addr else 0
 
 
 def task_pid_ptr(task: Struct) -> Pointer:
@@ -130,7 +142,7 @@ def task_ns_pid(task: Struct) -> int:
     pid = task_pid_ptr(task)
     if not pid:
         return 0
-    return _pid_upid(pid, pid_level(pid)).nr
+    return _upid_nr(_pid_upid(pid, pid_level(pid)))
 
 
 def task_pgid(task: Struct, ns: Pointer | Struct | None = None) -> int:
