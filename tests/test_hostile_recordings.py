@@ -303,3 +303,17 @@ def test_misaligned_pointers_are_bad_guest_data_not_their_garbage(recording, tmp
         shift(fdt, "fdtable", "open_fds", 2, "open_fds bitmap at 0x{:x} is misaligned"),
     ):
         _assert_refused(rec, mutate, GuestDataError, tmp_path / "images")
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_pid_number_no_kernel_hands_out_is_bad_guest_data(recording, tmp_path, kernel):
+    """Found by the fuzzer: upid.nr -1 once reached the image writer (a ValueError)."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+
+    def negative_pid(source, prog):
+        upid = int(find_task(prog, pid).thread_pid) + prog.member_offset("pid", "numbers")
+        source.patch_virtual(prog, upid + prog.member_offset("upid", "nr"), (-1).to_bytes(4, "little", signed=True))
+        return "holds PID -1, outside 0..4194304"
+
+    _assert_refused(rec, negative_pid, GuestDataError, tmp_path / "images")

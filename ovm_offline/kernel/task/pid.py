@@ -65,15 +65,16 @@ def _pid_upid(pid: Pointer, level: int) -> Struct:
     return upid
 
 
-#: the kernel's PID_MAX_LIMIT on 64-bit: no PID is above it, none is 0 or negative
+#: the kernel's PID_MAX_LIMIT on 64-bit: no PID is above it, none negative (0 is init_struct_pid's,
+#: the session and process group of the kernel's own threads)
 PID_MAX_LIMIT = 4 * 1024 * 1024
 
 
 def _upid_nr(upid: Struct) -> int:
-    """``upid->nr``, which the kernel keeps within 1..PID_MAX_LIMIT."""
+    """``upid->nr``, which the kernel keeps within 0..PID_MAX_LIMIT."""
     nr: int = upid.nr
-    if not 1 <= nr <= PID_MAX_LIMIT:
-        raise GuestDataError(f"struct upid at 0x{upid.address_:x} holds PID {nr}, outside 1..{PID_MAX_LIMIT}")
+    if not 0 <= nr <= PID_MAX_LIMIT:
+        raise GuestDataError(f"struct upid at 0x{upid.address_:x} holds PID {nr}, outside 0..{PID_MAX_LIMIT}")
     return nr
 
 
