@@ -73,8 +73,12 @@ class Signals:
                         f"after SIGKILL {left}, the next run left {leftovers(self.work)}: {again.stderr.strip()[-200:]}",
                     )
             return Result("ok" if code == 0 else "refused", f"exit {code}")
-        if code == 0 and whole:
-            return Result("ok", "finished before the signal")
+        if code in (0, 130) and whole and not leftovers(self.work):
+            # 130 with whole images: the signal came after they were in place (the rename
+            # is atomic), which the run reports as interrupted; nothing is half-written
+            return Result(
+                "ok", "finished before the signal" if code == 0 else "interrupted after the images were whole"
+            )
         if code == -sig and not stderr.strip() and not leftovers(self.work) and not target.exists():
             return Result("refused", "ended by the signal before Python ran a line of ours: nothing written")
         if code != 130 or "interrupted" not in stderr:

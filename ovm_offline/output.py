@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -105,26 +106,46 @@ def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Ite
     check_target(target, force)
     for path in remove_abandoned_partials(target):
         log.warning("removed %s, left by a run that was killed", path.name)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-", dir=target.parent))
+    tmp: Path | None = None
     try:
+        with _signals_held():  # a signal now would leave the directory made and not yet ours
+            tmp = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-", dir=target.parent))
         yield tmp
         os.chmod(tmp, 0o755)
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(target)
+        with _signals_held():  # ... or the old images moved away and the new not yet in place
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                target.rename(old)
+                tmp.rename(target)
+                shutil.rmtree(old)
+            else:
+                tmp.rename(target)
     except (OutputError, OSError) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         if isinstance(exc, OSError):
             if exc.errno not in _FULL_OR_READ_ONLY:
                 raise
-            exc = OutputError.writing(exc.filename or tmp, exc)
+            exc = OutputError.writing(exc.filename or tmp or target, exc)
         # the file was written under the temporary directory's name: name it by the target's
-        said = str(exc).replace(str(tmp) + os.sep, "").replace(str(tmp), target.name)
+        said = str(exc).replace(f"{tmp}{os.sep}", "").replace(str(tmp), target.name)
         raise OutputError(f"{target}: {said}; nothing was written") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         raise
+
+
+def _remove(partial: Path | None) -> None:
+    if partial is not None:
+        with _signals_held():  # a second Ctrl-C must not stop the cleanup of the first
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while a step that must not be cut in two runs; they are
+    delivered (as KeyboardInterrupt) when it ends."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
