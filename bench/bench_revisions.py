@@ -34,6 +34,10 @@ def run_once(tree: Path, args: list[str]) -> float:
     # PYTHONDONTWRITEBYTECODE, which makes every run compile ~200 modules, 0.1 s)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree)
+    # a symbol cache of its own: revisions of another cache format would prune each other's
+    env["OVM_CACHE_DIR"] = str(tree / ".bench-cache") if tree != REPO else env.get("OVM_CACHE_DIR", "")
+    if not env["OVM_CACHE_DIR"]:
+        del env["OVM_CACHE_DIR"]
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "ovm_offline.cli", *args], cwd=tree, env=env, capture_output=True, text=True

@@ -221,13 +221,33 @@ class StructType(Type):
 
     @property
     def alignment(self) -> int:
-        """The x86-64 ABI alignment of this struct (its widest scalar member, at most 8), or 1
-        if its size shows it is packed. An instance elsewhere is no kernel object."""
+        """A lower bound of this struct's x86-64 ABI alignment: that of its widest direct
+        scalar member (at most 8), or 1 if its size shows it is packed. An instance at an
+        address it does not divide is no kernel object. Only direct members are looked at
+        (their raw ISF entries, no types built): task_struct has hundreds."""
         if self._alignment is None:
-            self._alignment = 1  # a struct that contains itself (through an array) ends here
-            widest = max((alignment_of(m.type) for m in self.members()), default=1)
+            widest = max((self._raw_alignment(f.get("type")) for f in self._fields.values()), default=1)
             self._alignment = widest if self.size % widest == 0 else 1
         return self._alignment
+
+    def _raw_alignment(self, ref: Any) -> int:
+        if not isinstance(ref, dict):
+            return 1
+        kind = ref.get("kind")
+        if kind == "pointer":
+            return 8
+        if kind == "array":
+            return self._raw_alignment(ref.get("subtype"))
+        if kind in ("base", "enum"):
+            name = ref.get("name")
+            d = (
+                (self._types.base_type_def if kind == "base" else self._types.enum_def)(name)
+                if isinstance(name, str)
+                else None
+            )
+            size = d.get("size") if d else None
+            return max(1, min(size, 8)) if isinstance(size, int) and size > 0 else 1
+        return 1  # embedded structs, bit-fields: a lower bound need not look inside
 
     def member_names(self) -> list[str]:
         """Names of direct members (anonymous ones appear under their generated names)."""
@@ -274,8 +294,8 @@ class StructType(Type):
 
 
 def alignment_of(type: Type) -> int:
-    """How a value of `type` is aligned in a (not packed) kernel struct, at most 8: wider
-    alignments (cache lines) only add to what the check of an address can assume."""
+    """How a value of `type` is aligned in a (not packed) kernel struct, at most 8 (for a
+    struct, the lower bound `StructType.alignment` gives)."""
     if isinstance(type, StructType):
         return type.alignment
     if isinstance(type, ArrayType):
