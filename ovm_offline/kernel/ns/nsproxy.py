@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..core.memory import Program
 from ..core.objects import Pointer, Struct
 from ..task.pid import task_active_pid_ns
 
@@ -30,7 +31,13 @@ _NSPROXY_MEMBERS = {
 }
 
 
-_OPTIONAL_NAMESPACES = {"cgroup", "time", "time_for_children"}
+#: the namespaces a kernel may lack (cgroup: before 4.6, time: before 5.6) -> the struct their
+#: kernels define: an ISF that has the struct but not the nsproxy member is broken, not old
+_OPTIONAL_NAMESPACES = {
+    "cgroup": "cgroup_namespace",
+    "time": "time_namespace",
+    "time_for_children": "time_namespace",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +76,13 @@ def task_user_ns(task: Struct) -> Pointer | None:
     return cred.user_ns if cred else None
 
 
+def _kernel_predates(prog: Program, field: str) -> bool:
+    """Whether the kernel is older than namespace `field` (its nsproxy has no member for it
+    and the ISF lacks the namespace's struct too)."""
+    struct = _OPTIONAL_NAMESPACES.get(field)
+    return struct is not None and not prog.symbols.has_type(struct)
+
+
 def task_namespaces(task: Struct) -> NamespaceInodes:
     """All namespace inode numbers of a ``struct task_struct``."""
     values: dict[str, int | None] = {}
@@ -79,7 +93,7 @@ def task_namespaces(task: Struct) -> NamespaceInodes:
     if nsp is not None:
         nsproxy = nsp.deref()
         for field, member in _NSPROXY_MEMBERS.items():
-            # time_ns: 5.6+, cgroup_ns: 4.6+; an ISF without the others is of no kernel we read
-            if nsproxy.has_member_(member) or field not in _OPTIONAL_NAMESPACES:
+            # an ISF without the mandatory ones is of no kernel we read: member_ refuses it
+            if nsproxy.has_member_(member) or not _kernel_predates(task.prog_, field):
                 values[field] = ns_inum(nsproxy.member_(member))
     return NamespaceInodes(**values)
