@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from ovm_offline.errors import SymbolError
+from ovm_offline.errors import ExitCode, SymbolError
 from ovm_offline.kernel.core import isf_cache as symmod
 from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
+from ovm_offline.kernel.core.member_kinds import MEMBER_KINDS, check_member_kinds
 from ovm_offline.kernel.core.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import ovm
 from tests.support.paths import ISF, REPO, SYMBOLS
 
 BANNER = b"Linux version 9.9.9-test (me@here) (gcc) #1 SMP\n"
@@ -264,3 +267,111 @@ def test_a_broken_isf_among_the_symbols_is_said_and_skipped(recording, tmp_path)
     assert any(f"{tmp_path / 'empty.json.xz'} lacks symbols/user_types" in w for w in warnings)
     assert all(w.startswith("ovm-offline: warning: ") for w in warnings)
     assert " init" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def real_isf_6_1():
+    return symmod.json_loads(symmod.open_isf_bytes(ISF["6.1"]))
+
+
+def _retype(struct: str, member: str, ref: dict):
+    return lambda isf: isf["user_types"][struct]["fields"][member].update(type=ref)
+
+
+def _retype_anonymous(struct: str, member: str):
+    """Make `member`, which `struct` holds in an anonymous union, an int."""
+
+    def mutate(isf: dict) -> None:
+        for field in isf["user_types"][struct]["fields"].values():
+            inner = isf["user_types"].get(field["type"].get("name"), {}).get("fields", {})
+            if field.get("anonymous") and member in inner:
+                inner[member]["type"] = {"kind": "base", "name": "int"}
+                return
+        raise AssertionError(f"{struct}.{member} is not in an anonymous member")
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        # found by the fuzzer: each failed inside a walker with an AttributeError or TypeError
+        (
+            _retype("task_struct", "mm", {"kind": "base", "name": "int"}),
+            "task_struct.mm is integer, where the walkers read pointer to struct mm_struct",
+        ),
+        (
+            _retype("file", "f_pos", {"kind": "array", "count": 1 << 40, "subtype": {"kind": "base", "name": "char"}}),
+            "file.f_pos is array of integer, where the walkers read integer",
+        ),
+        (
+            _retype("task_struct", "files", {"kind": "pointer", "subtype": {"kind": "base", "name": "void"}}),
+            "task_struct.files is pointer to void, where the walkers read pointer to struct files_struct",
+        ),
+        (
+            _retype("vm_area_struct", "vm_file", {"kind": "pointer", "subtype": {"kind": "struct", "name": "nope"}}),
+            "vm_area_struct.vm_file is pointer to missing struct nope, where the walkers read pointer to struct file",
+        ),
+        # a member reached through an anonymous union is checked too
+        (_retype_anonymous("inode", "i_pipe"), "inode.i_pipe is integer, where the walkers read pointer to struct"),
+        # found by the fuzzer: a 1-byte k_sigaction was read with a 1-byte stride, silently
+        (lambda isf: isf["user_types"]["k_sigaction"].update(size=1), "k_sigaction.sa takes bytes 0..32 of a 1-byte"),
+    ],
+)
+def test_an_isf_that_retypes_a_member_the_walkers_read_is_refused_naming_it(tmp_path, real_isf_6_1, mutate, needle):
+    isf = json.loads(json.dumps(real_isf_6_1))
+    mutate(isf)
+    path = tmp_path / "mutated.json"
+    path.write_text(json.dumps(isf))
+    with pytest.raises(SymbolError, match=re.escape(f"ISF {path}: {needle}")):
+        load_isf(path, use_cache=False)
+
+
+def test_the_member_kinds_hold_for_both_pinned_kernels():
+    """The table was made from these ISFs; a change to it that they fail is a wrong row."""
+    for path in ISF.values():
+        check_member_kinds(symmod.json_loads(symmod.open_isf_bytes(path)), path)
+    assert len(MEMBER_KINDS) > 200
+
+
+def _write_mutated_isf(directory: Path, kernel: str, mutate) -> Path:
+    isf = symmod.json_loads(symmod.open_isf_bytes(ISF[kernel]))
+    mutate(isf)
+    path = directory / "mutated.json"
+    path.write_text(json.dumps(isf))
+    return path
+
+
+@pytest.mark.guest
+def test_an_isf_retyping_a_member_is_said_and_skipped_and_the_result_is_unchanged(recording, tmp_path):
+    """The ISF with task_struct.mm made an int is searched first (--symbols) and refused by
+    name; the bundled ISF of the same kernel lists the same processes."""
+    rec = recording("6.1", "counter")
+    bad = _write_mutated_isf(tmp_path, "6.1", _retype("task_struct", "mm", {"kind": "base", "name": "int"}))
+    plain = ovm("ps", str(rec.elf), "--json")
+    mutated = ovm("ps", str(rec.elf), "--json", "--symbols", str(tmp_path))
+    assert plain.returncode == 0 and mutated.returncode == 0, mutated.stderr
+    assert mutated.stdout == plain.stdout
+    assert mutated.stderr.strip() == (
+        f"ovm-offline: warning: ISF {bad}: task_struct.mm is integer, "
+        "where the walkers read pointer to struct mm_struct; skipped"
+    )
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_an_isf_without_a_namespace_its_kernel_has_is_refused_not_read_without_it(recording, tmp_path, kernel):
+    """Found by the fuzzer: nsproxy.cgroup_ns removed (as a pre-4.6 kernel lacks it) made the
+    images silently lack the cgroup namespace; the ISF still defines struct cgroup_namespace,
+    so it is no such kernel."""
+    rec = recording(kernel, "counter")
+    symbols = tmp_path / "symbols"
+    symbols.mkdir()
+    _write_mutated_isf(symbols, kernel, lambda isf: isf["user_types"]["nsproxy"]["fields"].pop("cgroup_ns"))
+    out = tmp_path / "images"
+    result = ovm(
+        "dump", str(rec.elf), "--pid", str(rec.manifest["root_pid"]), "-D", str(out), "--symbols", str(symbols)
+    )
+    assert result.returncode == ExitCode.SYMBOLS
+    assert_one_line_failure(result, "struct nsproxy has no member 'cgroup_ns' in this ISF")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["symbols"]

@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 
-CACHE_FORMAT = 3  # 3: base type sizes and scalar members of size-0 structs checked
+CACHE_FORMAT = 4  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096
 # Prefixes keep the three namespaces apart inside one set of buckets.

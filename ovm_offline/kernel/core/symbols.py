@@ -69,6 +69,7 @@ from .ktypes import (
     VoidType,
     unqualified,
 )
+from .member_kinds import check_member_kinds
 
 log = logging.getLogger("ovm_offline")
 
@@ -324,7 +325,8 @@ def _is_scalar_field(field: Any) -> bool:
 
 def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
     """The types every read trusts: scalar sizes a C compiler gives, x86-64 pointers of 8
-    bytes, and members inside their struct. Checked once per ISF (the cache keeps the result)."""
+    bytes, members inside their struct, and the kinds of the members the walkers read
+    (member_kinds.py). Checked once per ISF (the cache keeps the result)."""
     for name, base in (isf.get("base_types") or {}).items():
         if not isinstance(base, dict):
             raise SymbolError(f"ISF {path}: base type {name!r} is not an object")
@@ -346,6 +348,7 @@ def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
             offset = field.get("offset") if isinstance(field, dict) else None
             if not isinstance(offset, int) or not 0 <= offset <= size:
                 raise SymbolError(f"ISF {path}: {name}.{member} is at offset {offset!r}, outside its {size} bytes")
+    check_member_kinds(isf, path)
 
 
 def isf_banners(
