@@ -375,3 +375,19 @@ def test_an_isf_without_a_namespace_its_kernel_has_is_refused_not_read_without_i
     assert result.returncode == ExitCode.SYMBOLS
     assert_one_line_failure(result, "struct nsproxy has no member 'cgroup_ns' in this ISF")
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["symbols"]
+
+
+def test_another_versions_cache_is_kept_while_it_is_used_and_pruned_after_a_week(cache, tmp_path):
+    """Two ovm-offline versions sharing a cache directory once deleted each other's files on
+    every run, so each run parsed the ISF again (330 MiB for 6.12): a fuzz case over 300 MiB."""
+    theirs = [cache / f"{'0' * 64}-v{CACHE_FORMAT + 1}-cpython-311.isfc", cache / f"index-v{CACHE_FORMAT + 1}.json"]
+    stale = [cache / f"{'1' * 64}-v{CACHE_FORMAT - 1}-cpython-311.isfc", cache / f"index-v{CACHE_FORMAT - 1}.json"]
+    cache.mkdir(parents=True)
+    for p in theirs + stale:
+        p.write_bytes(b"x")
+    week_ago = time.time() - symmod.PRUNE_AFTER_SECONDS - 60
+    for p in stale:
+        os.utime(p, (week_ago, week_ago))
+    load_isf(tiny_isf(tmp_path / "t.json"))  # builds our cache, pruning as it does
+    assert all(p.exists() for p in theirs) and not any(p.exists() for p in stale)
+    assert (cache / f"index-v{CACHE_FORMAT}.json").exists()

@@ -19,8 +19,9 @@ compact cache file that loads lazily:
   mtime_ns are unchanged; otherwise the file is hashed again.  A cache file is keyed
   by the ISF's sha256 and by the cache format version N (`CACHE_FORMAT`) in both its
   name and its header, so a changed ISF or a new format never reads a stale cache.
-  A cache that fails to decode is rebuilt; the cache of an ISF file that changed,
-  and files of other formats, are deleted.  Writes go to a temporary file and are
+  A cache that fails to decode is rebuilt; the cache of an ISF file that changed is
+  deleted, and files of other formats once no run has written them for a week (another
+  version sharing the directory keeps its own).  Writes go to a temporary file and are
   renamed into place, so concurrent runs never see half a file.
 * An unwritable cache directory only costs speed: the ISF is parsed in memory.
 """
@@ -39,6 +40,7 @@ import re
 import struct
 import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -295,17 +297,24 @@ def cache_file_name(sha256: str) -> str:
     return f"{sha256}-v{CACHE_FORMAT}-{sys.implementation.cache_tag}.isfc"
 
 
+#: cache files of another format are deleted once unwritten this long: another ovm-offline
+#: version that shares the directory and still runs keeps its own (deleting them at once made
+#: two versions rebuild each other's caches on every run, parsing the ISF each time)
+PRUNE_AFTER_SECONDS = 7 * 24 * 3600
+
+
 def prune_old_formats(directory: Path) -> None:
-    """Delete cache files of other formats (they would never be read again)."""
-    try:
-        for p in directory.glob("*.isfc"):
-            if not p.name.endswith(f"-v{CACHE_FORMAT}-{sys.implementation.cache_tag}.isfc"):
+    """Delete cache files of other formats that no run has written for PRUNE_AFTER_SECONDS."""
+    ours = (f"-v{CACHE_FORMAT}-{sys.implementation.cache_tag}.isfc", f"index-v{CACHE_FORMAT}.json")
+    now = time.time()
+    for p in [*directory.glob("*.isfc"), *directory.glob("index-v*.json")]:
+        if p.name.endswith(ours[0]) or p.name == ours[1]:
+            continue
+        try:
+            if now - p.stat().st_mtime > PRUNE_AFTER_SECONDS:
                 p.unlink()
-        for p in directory.glob("index-v*.json"):
-            if p.name != f"index-v{CACHE_FORMAT}.json":
-                p.unlink()
-    except OSError:
-        pass
+        except OSError:
+            pass
 
 
 def _bucket_of(key: str) -> int:
