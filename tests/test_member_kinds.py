@@ -1,6 +1,6 @@
 """MEMBER_KINDS (kernel/core/member_kinds.py) lists every member the walkers read: `ps` and
-`dump` of every standard corpus workload on both kernels read nothing else. A failure prints
-the rows to add, with the kinds the pinned ISFs give them."""
+`dump` of every standard corpus workload on both kernels read nothing else. A failure names
+the members to add, with the kinds the pinned ISFs give them."""
 
 from __future__ import annotations
 
@@ -56,5 +56,5 @@ def test_every_member_the_walkers_read_has_its_kind_listed(recording, tmp_path, 
             kinds = {
                 raw_kind(isf, found[1]) for isf in isfs if (found := raw_member(isf, *name.split("."))) is not None
             }
-            rows.append(f'    "{name}": "{" | ".join(sorted(kinds))}",')
-        pytest.fail("rows missing from MEMBER_KINDS:\n" + "\n".join(rows))
+            rows.append(f"    {name} under {' and '.join(sorted(kinds))}")
+        pytest.fail("members to add to _MEMBERS_BY_KIND:\n" + "\n".join(rows))
