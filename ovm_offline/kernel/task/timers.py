@@ -177,7 +177,9 @@ CLOCK_LAG_NS = 10_000_000
 def task_fired_sleep_hrtimer(task: Struct, sp: int | None = None) -> Struct | None:
     """The ``struct hrtimer`` of the timed sleep a runnable ``struct task_struct`` was woken
     from by its own timer: hrtimer_wakeup has cleared the sleeper's task and the timer is
-    no longer queued, so do_nanosleep will return 0 when the task runs. Searched only in the
+    no longer queued, so do_nanosleep will return 0 when the task runs (its callback may still
+    be running on another CPU, waking the task: once the task is cleared, that is the outcome
+    whatever comes next, and the task may be TASK_WAKING). Searched only in the
     task's live frames (from `sp`, by default the kernel SP saved when it was switched out,
     up), and only a timer that fired within FIRED_RECENTLY_NS of the snapshot's clock (which
     lags by up to a tick): a sleeper an earlier call left in stale stack memory must not be
@@ -186,7 +188,7 @@ def task_fired_sleep_hrtimer(task: Struct, sp: int | None = None) -> Struct | No
         s.timer
         for s in _stack_sleepers(task, int(task.thread.sp) if sp is None else sp)
         if not s.task
-        and not hrtimer_active(s.timer)
+        and not s.timer.state & HRTIMER_STATE_ENQUEUED
         and -FIRED_RECENTLY_NS <= hrtimer_soft_remaining(s.timer) <= CLOCK_LAG_NS
     ]
     return fired[0] if len(fired) == 1 else None
