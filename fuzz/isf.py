@@ -59,7 +59,7 @@ HOT_TYPES = (
 class Isf:
     family = "isf"
     # each child shares (and copies, page by page, as Python touches it) the ISF this parent
-    # parsed: its growth is the harness's. A user's first run parses the ISF once (330 MiB
+    # parsed: its growth is the harness's. A user's first run parses the ISF once (260 MiB
     # peak for 6.12, docs/fuzzing.md); later runs read the cache.
     judges_memory = False
 
