@@ -5,6 +5,7 @@ stopped tree, and a manifest of in-guest facts."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import random
@@ -110,8 +111,14 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print,
     with cache.locked(path):
         if cache.is_complete(path) and not force:
             return Recording(path)
+        _check_disk_space(path.parent, workload)
         try:
             rec = _record_into(path, kernel_name, kernel, image, workload, log, take)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            shutil.rmtree(path, ignore_errors=True)
+            raise CorpusError(f"the disk filled while recording {workload.name} on {kernel_name} in {path}") from None
         except GuestDied as first:
             # the guest itself died (never a failure of the workload or of criu): once more,
             # keeping the first attempt's serial log beside the recording
@@ -122,6 +129,21 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print,
             (path / "first-attempt.log").write_text(str(first))
         cache.prune_siblings(path)
         return rec
+
+
+def disk_needed_mib(workload: Workload) -> int:
+    """Disk a recording holds at its peak: the guest's RAM file, the ELF dump and the live copy
+    before their zero pages become holes, the output disk, the kdump and the golden images."""
+    return 3 * workload.ram_mib + (workload.ram_mib + 256) + 256
+
+
+def _check_disk_space(directory: Path, workload: Workload) -> None:
+    free_mib = shutil.disk_usage(directory).free // 2**20
+    if free_mib < disk_needed_mib(workload):
+        raise CorpusError(
+            f"{free_mib} MiB free under {directory}; recording {workload.name} needs about "
+            f"{disk_needed_mib(workload)} MiB while it runs (the standard corpus keeps about 30 GiB)"
+        )
 
 
 def _dig_holes(*files: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -10,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus import initramfs, jobs, kernels
-from corpus.errors import GuestError
+from corpus import initramfs, jobs, kernels, recorder
+from corpus.errors import CorpusError, GuestError
 from corpus.guest import Guest
 from corpus.restore import restore
 from corpus.workloads import STANDARD, get_workload
@@ -117,6 +119,17 @@ def test_unknown_kernel_or_workload_is_a_one_line_error(args, message):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_recording_the_disk_cannot_hold_is_refused_before_qemu_starts(tmp_path):
+    """A full disk ended a CI run in a traceback halfway through the corpus: the recorder now
+    refuses up front, saying how much it needs and where."""
+    free_mib = shutil.disk_usage(tmp_path).free // 2**20
+    huge = dataclasses.replace(get_workload("counter"), ram_mib=free_mib)
+    with pytest.raises(CorpusError, match=rf"MiB free under {re.escape(str(tmp_path))}; recording counter needs about"):
+        recorder._check_disk_space(tmp_path, huge)
+    recorder._check_disk_space(tmp_path, get_workload("counter"))  # the usual one fits
+    assert not list(tmp_path.iterdir())
 
 
 def qemu_processes_using(path: Path) -> list[str]:
