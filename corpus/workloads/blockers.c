@@ -42,7 +42,11 @@
 
 #define MAX_OPS 32
 #define RECORD 512
-#define LONG_S 3600
+/* A week: absolute deadlines (clock_nanosleep on CLOCK_REALTIME, timed condition waits) are
+ * wall-clock times, so a recording restored more than LONG_S after it was made would see its
+ * sleepers time out. An hour was too short for a CI run that records first and restores later.
+ * 604800000 ms still fits poll's int timeout. */
+#define LONG_S (7 * 24 * 3600)
 #define PARTIAL_BYTES (1 << 20)
 #define CHECK_DEADLINE_MS 20000
 
