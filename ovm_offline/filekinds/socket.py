@@ -8,7 +8,7 @@ import dataclasses
 from ..criu.build.common import NET
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Struct
-from ..kernel.net.unix import SOCK_BUF_LOCK_MASK, SOCK_PASSCRED, SOCK_PASSSEC, sock_flag, sock_flag_bit, sock_timeout
+from ..kernel.net.sock import SOCK_BUF_LOCK_MASK, SOCK_PASSCRED, SOCK_PASSSEC, sock_flag, sock_flag_bit, sock_timeout
 
 __all__ = ["SocketOptions", "sk_opts_entry", "socket_options"]
 
