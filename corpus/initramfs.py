@@ -19,8 +19,8 @@ WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 
 # qemu_fw_cfg: VMCOREINFO reaches QEMU's dump; virtio_*: the data disks; nf_tables and
 # nfnetlink: criu's kernel feature probe fails without them; veth: container network namespaces.
-# unix_diag: criu finds UNIX sockets through sock_diag
-GUEST_MODULES = ["qemu_fw_cfg", "virtio_pci", "virtio_blk", "nf_tables", "veth", "unix_diag"]
+# unix_diag, tcp_diag, udp_diag: criu finds UNIX and IPv4/IPv6 sockets through sock_diag
+GUEST_MODULES = ["qemu_fw_cfg", "virtio_pci", "virtio_blk", "nf_tables", "veth", "unix_diag", "tcp_diag", "udp_diag"]
 
 BUSYBOX = "/bin/busybox"
 CRIU = "/usr/sbin/criu"

@@ -89,6 +89,7 @@ def recording_key(kernel: kernels.UnpackedKernel, workload: Workload, take: int 
         )
         + ((workload.cpu,) if workload.cpu else ())
         + ((workload.moment, take) if workload.moment != "stopped" else ())
+        + ((workload.criu_options,) if workload.criu_options else ())
     )
     return cache.digest(
         str(RECORDING_FORMAT),
@@ -187,7 +188,7 @@ def _record_into(
             "ROOT_KEY": workload.root_key or "",
             "HIGH_PID": HIGH_PID,
             "SETTLE": workload.settle_seconds,
-            "CRIU_DUMP_OPTS": "",
+            "CRIU_DUMP_OPTS": workload.criu_options,
             "MOMENT": workload.moment,
         },
     )

@@ -59,7 +59,7 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
                 "W": workload.name,
                 "RUN_AFTER_RESTORE": workload.run_after_restore,
                 "RESTORE_PREPARE": workload.restore_prepare,
-                "CRIU_RESTORE_OPTS": "",
+                "CRIU_RESTORE_OPTS": workload.criu_options,
             },
         )
         jobs.write_input_disk(

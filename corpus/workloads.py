@@ -87,6 +87,8 @@ class Workload:
     moment: Literal["stopped", "as-is"] = "stopped"
     # how many recordings (each paused at its own moment) the suite makes of an as-is workload
     takes: int = 1
+    # options of criu's golden dump and of every restore (e.g. --tcp-established)
+    criu_options: str = ""
 
     @property
     def log_name(self) -> str:
@@ -180,6 +182,20 @@ _STOPPED = {
             run_after_restore=1.0,
             description="eventfds, a signalfd, timerfds and an epoll set over them",
         ),
+        Workload(
+            "inet",
+            "inet",
+            run_after_restore=1.0,
+            description="TCP listeners (IPv4, IPv6, dual-stack), bound and unbound TCP and UDP sockets, datagrams queued",
+        ),
+        Workload(
+            "inet-established",
+            "inet",
+            ("established",),
+            run_after_restore=1.0,
+            criu_options="--tcp-established --network-lock nftables",
+            description="inet plus an established TCP connection with bytes unread both ways (refused until saved)",
+        ),
     )
 }
 
@@ -245,6 +261,8 @@ STANDARD = (
     "shmem",
     "sysvshm",
     "evfds",
+    "inet",
+    "inet-established",
     "blockers",
     "blockers-partial",
     "blockers-unknown",

@@ -18,7 +18,8 @@ from tests.support.cli import dump_from, ovm, tree_digest
 
 KERNELS = list(kernels.KERNELS)
 # every standard workload: single processes, threads, process trees with pipes, a container, IPC of every
-# kind the corpus has (FIFOs, UNIX sockets, shared and System V memory, eventfd/signalfd/timerfd/epoll)
+# kind the corpus has (FIFOs, UNIX sockets, shared and System V memory, eventfd/signalfd/timerfd/epoll),
+# IPv4/IPv6 TCP listeners and UDP sockets
 WORKLOADS = [
     "counter",
     "counter-la57",
@@ -33,6 +34,7 @@ WORKLOADS = [
     "shmem",
     "sysvshm",
     "evfds",
+    "inet",
 ]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest

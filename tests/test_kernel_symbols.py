@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import lzma
 import os
@@ -19,6 +20,7 @@ from ovm_offline.kernel.core import isf_cache as symmod
 from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
 from ovm_offline.kernel.core.member_kinds import MEMBER_KINDS, check_member_kinds
 from ovm_offline.kernel.core.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
+from ovm_offline.kernel.net import inet
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
 from tests.support.paths import ISF, REPO, SYMBOLS
@@ -332,6 +334,31 @@ def test_the_member_kinds_hold_for_both_pinned_kernels():
     for path in ISF.values():
         check_member_kinds(symmod.json_loads(symmod.open_isf_bytes(path)), path)
     assert len(MEMBER_KINDS) > 200
+
+
+#: the member table each cache format was checked against: a cached ISF was checked once, so a
+#: table that grows without a new CACHE_FORMAT would leave the new members unchecked in caches
+MEMBER_TABLE_OF_FORMAT = {5: "3e872ec9e5d2f1f4"}
+
+
+def test_a_changed_member_table_comes_with_a_new_cache_format():
+    digest = hashlib.sha256(repr(sorted(MEMBER_KINDS.items())).encode()).hexdigest()[:16]
+    assert MEMBER_TABLE_OF_FORMAT.get(CACHE_FORMAT) == digest, (
+        f"member_kinds.py changed: raise CACHE_FORMAT and record {digest!r} for it here"
+    )
+
+
+def test_constants_of_anonymous_enums_the_walkers_use_hold_for_both_pinned_kernels():
+    """Anonymous enums cannot be asked for by name, so kernel/net/inet.py states their values."""
+    for path in ISF.values():
+        isf = symmod.json_loads(symmod.open_isf_bytes(path))
+        constants: dict[str, set[int]] = {}
+        for enum in isf["enums"].values():
+            for name, value in enum["constants"].items():
+                constants.setdefault(name, set()).add(value)
+        assert constants["UDP_FLAGS_CORK"] == {inet.UDP_FLAGS_CORK}, path
+        has_inet_flags = "inet_flags" in isf["user_types"]["inet_sock"]["fields"]
+        assert constants.get("INET_FLAGS_FREEBIND") == ({inet.INET_FLAGS_FREEBIND} if has_inet_flags else None), path
 
 
 def _write_mutated_isf(directory: Path, kernel: str, mutate) -> Path:

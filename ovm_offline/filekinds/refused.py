@@ -8,12 +8,11 @@ from .base import S_IFSOCK, FileKind, Marks
 __all__ = ["ANON", "MEMFD", "OTHER_SOCKET", "REFUSED_ANON_KINDS", "SOCKET_KINDS"]
 
 # include/linux/socket.h address families
-AF_INET, AF_INET6, AF_NETLINK, AF_PACKET = 2, 10, 16, 17
+AF_NETLINK, AF_PACKET = 16, 17
 SOCKET = Marks(fops=("socket_file_ops",), modes=(S_IFSOCK,))
 
-#: sockets of families not saved yet (UNIX sockets are saved: unix.py)
+#: sockets of families not saved yet (UNIX and IPv4/IPv6 sockets are saved: unix.py, inet.py)
 SOCKET_KINDS = (
-    FileKind("inet", "an IPv4/IPv6 socket", Marks(SOCKET.fops, SOCKET.modes, families=(AF_INET, AF_INET6))),
     FileKind("netlink", "a netlink socket", Marks(SOCKET.fops, SOCKET.modes, families=(AF_NETLINK,))),
     FileKind("packet", "a packet socket", Marks(SOCKET.fops, SOCKET.modes, families=(AF_PACKET,))),
 )

@@ -18,7 +18,7 @@ from ..kernel.fs.fdtable import (
     socket_family,
 )
 from ..state import FileKindName
-from . import eventfd, eventpoll, pipe, refused, regular, signalfd, timerfd, tty, unix
+from . import eventfd, eventpoll, inet, pipe, refused, regular, signalfd, timerfd, tty, unix
 from .base import FileKind, Marks
 
 __all__ = ["FILE_KINDS", "KNOWN_FOPS", "classify", "kind_named", "new_writers", "saved_kinds"]
@@ -28,6 +28,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     pipe.PIPE,
     pipe.FIFO,
     unix.KIND,
+    inet.KIND,
     *refused.SOCKET_KINDS,
     refused.OTHER_SOCKET,
     tty.KIND,

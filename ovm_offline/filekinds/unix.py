@@ -23,18 +23,8 @@ from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs import dcache
-from ..kernel.net.unix import (
-    TCP_LISTEN,
-    file_socket,
-    sk_wmem_alloc_get,
-    sock_socket_ino,
-    sock_unix,
-    socket_sock,
-    unix_bound_inode,
-    unix_name,
-    unix_peer,
-    unix_receive_queue,
-)
+from ..kernel.net.sock import file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
+from ..kernel.net.unix import TCP_LISTEN, sock_unix, unix_bound_inode, unix_name, unix_peer, unix_receive_queue
 from ..kernel.ns.nsproxy import ns_inum
 from ..state import Fd, FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved

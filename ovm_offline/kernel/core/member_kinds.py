@@ -186,7 +186,12 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "tty_struct.flags tty_struct.index unix_address.len unix_skb_parms.consumed upid.nr "
         "vdso_image.size vm_area_struct.vm_end vm_area_struct.vm_flags vm_area_struct.vm_pgoff "
         "vm_area_struct.vm_start vm_struct.flags vm_struct.size winsize.ws_col winsize.ws_row "
-        "winsize.ws_xpixel winsize.ws_ypixel"
+        "winsize.ws_xpixel winsize.ws_ypixel "
+        "inet_connection_sock.icsk_backoff inet_sock.freebind inet_sock.inet_flags inet_sock.inet_sport "
+        "netns_ipv4.sysctl_tcp_keepalive_intvl netns_ipv4.sysctl_tcp_keepalive_probes "
+        "netns_ipv4.sysctl_tcp_keepalive_time sock.sk_ack_backlog sock.sk_protocol sock_common.skc_daddr "
+        "sock_common.skc_dport sock_common.skc_ipv6only sock_common.skc_rcv_saddr tcp_sock.keepalive_intvl "
+        "tcp_sock.keepalive_probes tcp_sock.keepalive_time udp_sock.forward_deficit udp_sock.udp_flags "
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -289,7 +294,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct vfsmount": "path.mnt",
     "pointer to struct vm_operations_struct": "vm_area_struct.vm_ops",
     "pointer to struct vm_struct": "task_struct.stack_vm_area",
-    "struct (unnamed)": "tty_struct.ctrl",
+    "struct (unnamed)": "tty_struct.ctrl sock.sk_backlog",
     "struct atomic64_t": "rw_semaphore.count",
     "struct atomic_t": "refcount_t.refs",
     "struct cgroup_file": "cgroup.procs_file",
@@ -304,6 +309,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct kernel_siginfo_t": "sigqueue.info",
     "struct maple_tree": "mm_struct.mm_mt",
     "struct mm_context_t": "mm_struct.context",
+    "struct netns_ipv4": "net.ipv4",
     "struct possible_net_t": "sock_common.skc_net",
     "struct qstr": "dentry.d_name",
     "struct rb_root": "rb_root_cached.rb_root",
@@ -312,7 +318,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct rw_semaphore": "mm_struct.mmap_lock",
     "struct seccomp": "task_struct.seccomp",
     "struct sigaction": "k_sigaction.sa",
-    "struct sk_buff_head": "sock.sk_receive_queue",
+    "struct sk_buff_head": "sock.sk_receive_queue udp_sock.reader_queue",
     "struct sock": "unix_sock.sk",
     "struct sock_common": "sock.__sk_common",
     "struct thread_info": "task_struct.thread_info",
@@ -329,4 +335,6 @@ _MEMBERS_BY_KIND: dict[str, str] = {
 MEMBER_KINDS: dict[str, tuple[str, ...]] = {}
 for _kind, _names in _MEMBERS_BY_KIND.items():
     for _name in _names.split():
+        # two adjacent string literals missing a space glue two names into one
+        assert _name.count(".") == 1, f"member_kinds.py: {_name!r} is not one struct.member"
         MEMBER_KINDS[_name] = (*MEMBER_KINDS.get(_name, ()), _kind)

@@ -1,0 +1,248 @@
+"""IPv4/IPv6 TCP and UDP sockets (inetsk entries in files.img), as `criu dump` saves them:
+TCP listeners and TCP sockets not connected (created, or bound and not listening), and UDP
+sockets, bound or not, connected or not.
+
+`InetSocketState` is what CRIU learns from inet_diag (ports, addresses, state, queue lengths,
+shutdown) or, for a socket inet_diag does not list (an unbound or bound-only TCP socket, an
+unbound UDP one), from getsockname()/getpeername()/TCP_INFO, plus the options getsockopt()
+returns. A socket in a TCP state past LISTEN/CLOSE (a connection, established or on its way
+in or out) is refused by name: saving one needs its tcp-stream image, which ovm-offline does
+not write yet. Like CRIU, a listener with connections waiting for accept() and a corked UDP
+socket are refused; the datagrams queued on a UDP socket are dropped (CRIU drops them too,
+and UDP may lose them anyway), with a warning naming the socket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, cast
+
+from ..criu.build.common import NET, F, fown
+from ..criu.build.files import ExtraImage, FileTable
+from ..errors import UnsupportedError
+from ..kernel.core.objects import Pointer, Struct
+from ..kernel.net.inet import (
+    AF_INET,
+    AF_INET6,
+    TCP_STATE_NAMES,
+    inet_addresses,
+    inet_dport,
+    inet_freebind,
+    inet_sport,
+    sk_ipv6only,
+    sock_inet,
+    tcp_backoff,
+    tcp_diag_queues,
+    tcp_keepalive,
+    udp_corked,
+    udp_queued,
+)
+from ..kernel.net.sock import file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
+from ..state import FileState, OpenFile
+from .base import ExtractContext, FileKind, Marks, Saved
+from .refused import SOCKET
+from .socket import SocketOptions, sk_opts_entry, socket_options
+from .unix import sock_net_inum
+
+__all__ = ["KIND", "InetSocketState", "inet_socket_state"]
+
+log = logging.getLogger("ovm_offline")
+
+SOCK_STREAM, SOCK_DGRAM = 1, 2
+IPPROTO_TCP, IPPROTO_UDP, IPPROTO_UDPLITE = 6, 17, 136
+TCP_CLOSE, TCP_LISTEN = 7, 10
+#: sk_shutdown bits, as poll() shows them for a TCP socket not in inet_diag
+RCV_SHUTDOWN = 1
+PROTOCOL_NAMES = {IPPROTO_TCP: "TCP", IPPROTO_UDP: "UDP", IPPROTO_UDPLITE: "UDP-Lite"}
+
+
+@dataclasses.dataclass
+class InetSocketState(FileState):
+    """An IPv4/IPv6 socket as CRIU sees it. Addresses are 32-bit words in memory order (one
+    for IPv4, four for IPv6); `backlog` is inet_diag's wqueue (a listener's backlog, the
+    bytes a UDP socket has sent and not yet freed) or TCP_INFO's backoff for a TCP socket
+    inet_diag does not list; `in_diag` says whether inet_diag lists it (CRIU then records its
+    network namespace)."""
+
+    ino: int
+    family: int
+    type: int
+    proto: int
+    state: int
+    src_port: int
+    dst_port: int
+    src_addr: list[int]
+    dst_addr: list[int]
+    backlog: int
+    shutdown: int
+    v6only: bool | None  # None for AF_INET
+    freebind: bool
+    options: SocketOptions
+    net_ns: int
+    in_diag: bool
+    tcp_keepalive: tuple[int, int, int] | None = None  # TCP_KEEPCNT, TCP_KEEPIDLE, TCP_KEEPINTVL
+
+
+def _describe(family: int, proto: int, ino: int) -> str:
+    ip = "IPv6" if family == AF_INET6 else "IPv4"
+    return f"an {ip} {PROTOCOL_NAMES.get(proto, f'protocol {proto}')} socket (socket:[{ino}])"
+
+
+def inet_socket_state(ctx: ExtractContext, file: Pointer, ino: int) -> InetSocketState:
+    """The `InetSocketState` of an IPv4/IPv6 socket ``struct file *`` whose inode is `ino`;
+    raises UnsupportedError for what CRIU or ovm-offline cannot save."""
+    sock = file_socket(file)
+    sk = socket_sock(sock)
+    inet = sock_inet(sk)
+    common = sk.__sk_common
+    family, sk_type, proto, state = common.skc_family, sk.sk_type, sk.sk_protocol, common.skc_state
+    where = _describe(family, proto, ino)
+    if sk_type not in (SOCK_STREAM, SOCK_DGRAM):
+        kind = "a raw IP socket" if sk_type == 3 else f"an IP socket of type {sk_type}"
+        raise UnsupportedError(f"{kind} (socket:[{ino}]): only TCP and UDP sockets are saved")
+    if proto not in PROTOCOL_NAMES or (proto == IPPROTO_TCP) != (sk_type == SOCK_STREAM):
+        raise UnsupportedError(f"{where}: only TCP and UDP sockets are saved")
+    if common.skc_bound_dev_if:
+        raise UnsupportedError(f"{where} is bound to a network device")
+    if sk.sk_filter:
+        raise UnsupportedError(f"{where} has a BPF socket filter attached")
+    src, dst = inet_addresses(sk)
+    if family == AF_INET6 and _needs_scope_id(src) and inet_sport(inet):
+        raise UnsupportedError(f"{where} is bound to a link-local address")
+    if proto == IPPROTO_TCP:
+        backlog, shutdown, in_diag = _tcp_as_criu_sees_it(sk, where)
+    else:
+        backlog, shutdown, in_diag = _udp_as_criu_sees_it(ctx, sk, inet, where)
+    return InetSocketState(
+        ino=ino,
+        family=family,
+        type=sk_type,
+        proto=proto,
+        state=state,
+        src_port=inet_sport(inet),
+        dst_port=inet_dport(sk),
+        src_addr=src,
+        dst_addr=dst,
+        backlog=backlog,
+        shutdown=shutdown,
+        v6only=sk_ipv6only(sk) if family == AF_INET6 else None,
+        freebind=inet_freebind(inet),
+        options=socket_options(ctx.prog, sock, sk),
+        net_ns=sock_net_inum(sk, where),
+        in_diag=in_diag,
+        tcp_keepalive=tcp_keepalive(sk) if proto == IPPROTO_TCP else None,
+    )
+
+
+def _tcp_as_criu_sees_it(sk: Struct, where: str) -> tuple[int, int, bool]:
+    """(backlog, shutdown, listed by inet_diag) of a TCP ``struct sock`` CRIU can save."""
+    state = sk.__sk_common.skc_state
+    if state == TCP_LISTEN:
+        waiting, backlog = tcp_diag_queues(sk)
+        if waiting:
+            raise UnsupportedError(f"{where} is a listener with {waiting} connection(s) not yet accepted")
+        return backlog, sk.sk_shutdown, True
+    if state == TCP_CLOSE:
+        # not in inet_diag: CRIU asks TCP_INFO for the backoff and poll() for a read shutdown
+        return tcp_backoff(sk), sk.sk_shutdown & RCV_SHUTDOWN, False
+    name = TCP_STATE_NAMES.get(state, str(state))
+    raise UnsupportedError(
+        f"{where} is a TCP connection in state {name}: connections are not saved yet (tcp-stream images)"
+    )
+
+
+def _udp_as_criu_sees_it(ctx: ExtractContext, sk: Struct, inet: Struct, where: str) -> tuple[int, int, bool]:
+    """(backlog, shutdown, listed by inet_diag) of a UDP ``struct sock`` CRIU can save; warns
+    of the datagrams queued on it, which CRIU drops."""
+    if udp_corked(sk):
+        raise UnsupportedError(f"{where} is corked (UDP_CORK)")
+    in_diag = bool(inet_sport(inet))  # udp_diag lists the sockets hashed by their port
+    count, size = udp_queued(ctx.prog, sk)
+    if count:
+        log.warning(
+            "pid %d (%s): %s has %d datagram(s) (%d bytes) queued; they are dropped, as criu dump drops them",
+            ctx.pid, ctx.comm, where, count, size,
+        )  # fmt: skip
+    if not in_diag:
+        return 0, 0, False
+    return sk_wmem_alloc_get(sk), sk.sk_shutdown, True
+
+
+def _needs_scope_id(addr: list[int]) -> bool:
+    """Link-local unicast (fe80::/10) and link- or node-local multicast need an interface to
+    bind to, which CRIU saves as an interface name ovm-offline does not read yet."""
+    first = addr[0].to_bytes(4, "little")
+    link_local = first[0] == 0xFE and first[1] & 0xC0 == 0x80
+    local_multicast = first[0] == 0xFF and first[1] & 0x0F in (1, 2)  # the scope nibble
+    return link_local or local_multicast
+
+
+def extract_inet(ctx: ExtractContext, f: OpenFile, file: Pointer) -> InetSocketState:
+    """An IPv4/IPv6 socket's state, read once for all the fds (of all processes) holding it."""
+    cache = ctx.cache("inet")
+    state = cache.get(f.key)
+    if state is None:
+        state = cache[f.key] = inet_socket_state(ctx, file, sock_socket_ino(socket_sock(file_socket(file))))
+    assert isinstance(state, InetSocketState)
+    return state
+
+
+class InetWriter:
+    """files.img entries of IPv4/IPv6 sockets, written when met."""
+
+    fd_type = F.INETSK
+
+    def write(self, table: FileTable, f: OpenFile) -> int:
+        s = f.state
+        assert isinstance(s, InetSocketState)
+        fid = table.next_id()
+        table.entries.append(F.file_entry(type=F.INETSK, id=fid, isk=self._entry(table, fid, f, s)))
+        return fid
+
+    def images(self, table: FileTable) -> list[ExtraImage]:
+        return []
+
+    @staticmethod
+    def _entry(table: FileTable, fid: int, f: OpenFile, s: InetSocketState) -> NET.inet_sk_entry:
+        entry = NET.inet_sk_entry(
+            id=fid,
+            ino=s.ino,
+            family=s.family,
+            type=s.type,
+            proto=s.proto,
+            state=s.state,
+            src_port=s.src_port,
+            dst_port=s.dst_port,
+            flags=f.flags,
+            backlog=s.backlog,
+            src_addr=s.src_addr,
+            dst_addr=s.dst_addr,
+            fown=fown(f.owner),
+            opts=sk_opts_entry(s.options),
+        )
+        entry.ip_opts.SetInParent()  # CRIU always writes ip_opts, empty unless IP_FREEBIND is set
+        if s.tcp_keepalive is not None:
+            entry.opts.tcp_keepcnt, entry.opts.tcp_keepidle, entry.opts.tcp_keepintvl = s.tcp_keepalive
+        if s.freebind:
+            entry.ip_opts.freebind = True
+        if s.v6only is not None:
+            entry.v6only = s.v6only
+        if s.in_diag:
+            entry.ns_id = table.net_ns_id(s.net_ns)
+        if s.shutdown:
+            entry.shutdown = cast(Any, s.shutdown)  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
+        return entry
+
+
+KIND = FileKind(
+    name="inet",
+    noun="an IPv4/IPv6 socket",
+    marks=Marks(SOCKET.fops, SOCKET.modes, families=(AF_INET, AF_INET6)),
+    saved=Saved(
+        writer=InetWriter,
+        fd_type=F.INETSK,
+        state_type=InetSocketState,
+        extract=extract_inet,
+    ),
+)
