@@ -193,9 +193,29 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     help="Replace a non-empty images directory (one holding only *.img files and criu's logs; never a file,"
     " a device or a symbolic link).",
 )
+@click.option(
+    "--network-lock",
+    type=click.Choice(["iptables", "nftables"]),
+    default="iptables",
+    show_default=True,
+    help="What `criu restore` blocks TCP connections with while it restores them (criu's --network-lock;"
+    " the restoring system needs that tool).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(
-    source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, skip_unsupported, directory, force, quiet
+    source,
+    live,
+    qmp,
+    mem,
+    vcpu_state,
+    symbol_dirs,
+    pid,
+    container,
+    skip_unsupported,
+    directory,
+    force,
+    network_lock,
+    quiet,
 ) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
 
@@ -204,6 +224,7 @@ def dump(
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
+    ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     """
     from . import dump as dumping
     from .output import check_target
@@ -225,7 +246,14 @@ def dump(
             if container is not None:
                 pid = dumping.container_root(prog, container)
             summary = dumping.dump(
-                src, prog, pid, directory, force=force, progress=progress, skip_unsupported=skip_unsupported
+                src,
+                prog,
+                pid,
+                directory,
+                force=force,
+                progress=progress,
+                skip_unsupported=skip_unsupported,
+                network_lock=network_lock,
             )
         finally:
             if bar:

@@ -255,15 +255,18 @@ def dump(
     force: bool = False,
     progress: Callable[[int], None] | None = None,
     skip_unsupported: bool = False,
+    network_lock: str = "iptables",
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
     make it fail, naming them all, unless `skip_unsupported` (then they are left out and listed
-    in the summary); anything else that cannot be saved fails it, named too."""
+    in the summary); anything else that cannot be saved fails it, named too. `network_lock` is
+    criu's --network-lock for the restore of TCP connections ("iptables" or "nftables")."""
     started = time.monotonic()
     extraction = extract_tree(prog, find_task(prog, pid))
     skipped = decide(extraction.refusals, skip_unsupported)
     assert extraction.dump_set is not None  # decide() raised if a process could not be extracted
+    extraction.dump_set.network_lock = network_lock
     processes, shared = extraction.processes, extraction.shared
     stats = PagesStats()
 

@@ -7,25 +7,35 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-import subprocess
 
 import pytest
 
 from corpus import kernels
+from corpus.restore import restore
 from ovm_offline.criu import images
-from ovm_offline.errors import ExitCode
-from ovm_offline.filekinds.inet import _needs_scope_id
-from tests.support.checks import assert_one_line_failure
-from tests.support.cli import ovm
+from ovm_offline.criu.diff import diff_dirs
+from ovm_offline.errors import UnsupportedError
+from ovm_offline.filekinds.inet import _needs_scope_id, _tcp_as_criu_sees_it
+from ovm_offline.kernel.core.objects import Struct
+from ovm_offline.kernel.net.tcp import (
+    tcp_inq,
+    tcp_receive_queue_bytes,
+    tcp_timestamp,
+    tcp_unsaveable_reason,
+)
+from tests.support.checks import assert_one_line_error
+from tests.support.cli import dump_from, ovm, tree_digest
+from tests.support.memory import FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
 # include/uapi/linux/in.h, socket.h, tcp_states.h; the workload's fds and ports (inet.c, in order after 0-2)
 AF_INET, AF_INET6 = 2, 10
 SOCK_STREAM, SOCK_DGRAM = 1, 2
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
-TCP_LISTEN, TCP_CLOSE = 10, 7
+TCP_ESTABLISHED, TCP_LISTEN, TCP_CLOSE = 1, 10, 7
 O_RDWR, O_NONBLOCK = 0o2, 0o4000
 L4, L6, DUAL, BOUND, FRESH, U4, U6, U6C, UFRESH = 3, 4, 5, 6, 7, 8, 9, 10, 11
+EST_CLIENT, EST_SERVER, OUTSIDE, BULK_READER, BULK_WRITER = 12, 13, 14, 15, 16
 
 
 def _address(family: int, words) -> str:
@@ -90,20 +100,88 @@ def test_datagrams_criu_drops_are_named_in_a_warning(recording, tmp_path, kernel
     assert "dropped, as criu dump drops them" in warnings[0]
 
 
+def _streams(directory) -> dict[int, tuple[object, bytes, bytes]]:
+    """fd -> (tcp_stream_entry, unread bytes, unacknowledged bytes) of the connected sockets."""
+    out = {}
+    for fd, isk in _sockets_by_fd(directory).items():
+        path = directory / images.TCP_STREAM.filename(f"{isk.ino:x}")
+        if path.exists():
+            image = images.read_image(path)
+            entry, payload = image.entries[0], image.payloads[0]
+            out[fd] = (entry, payload[: entry.inq_len], payload[entry.inq_len :])
+    return out
+
+
+@pytest.fixture(scope="module")
+def established(tmp_path_factory):
+    """our images of inet-established, per kernel, made with --network-lock nftables as criu's were"""
+    made = {}
+
+    def get(recording, kernel):
+        if kernel not in made:
+            rec = recording(kernel, "inet-established")
+            out = tmp_path_factory.mktemp(f"established-{kernel}") / "images"
+            result = ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out), "--network-lock", "nftables")
+            assert result.returncode == 0, result.stderr
+            made[kernel] = out
+        return made[kernel]
+
+    return get
+
+
 @pytest.mark.guest
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_an_established_connection_is_refused_by_name_and_nothing_is_written(recording, tmp_path, kernel):
+def test_established_connections_match_criu_dump_tcp_established(recording, established, kernel):
+    result = diff_dirs(established(recording, kernel), recording(kernel, "inet-established").golden)
+    assert result.same, result.report()
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_source_gives_the_same_connections(recording, established, tmp_path, kernel):
+    """The timestamp is the guest's clock at the pause, the same moment in every source."""
     rec = recording(kernel, "inet-established")
-    out = tmp_path / "out"
-    result = ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out))
-    # the dropped datagrams' warning comes first: the refusal is decided after every file is read
-    warning, refusal = result.stderr.strip().splitlines()
-    assert "ovm-offline: warning:" in warning and "datagram(s)" in warning
-    refused = subprocess.CompletedProcess(result.args, result.returncode, result.stdout, refusal)
-    assert_one_line_failure(refused, "fd 12: an IPv4 TCP socket", "fd 13: an IPv4 TCP socket")
-    assert result.stderr.count("is a TCP connection in state ESTABLISHED: connections are not saved yet") == 2
-    assert result.returncode == ExitCode.UNSUPPORTED
-    assert not out.exists()
+    reference = tree_digest(established(recording, kernel))
+    for name, source in {**rec.kdumps, "live": rec.live_dir}.items():
+        out = dump_from(source, 10000, tmp_path / name, "--network-lock", "nftables")
+        assert tree_digest(out) == reference, f"{name} differs from the ELF dump's images"
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_each_end_holds_the_bytes_its_peer_sent_and_its_reader_had_not_read(recording, established, kernel):
+    rec = recording(kernel, "inet-established")
+    bulk = int(rec.manifest["ready"].split("bulk=")[1].split()[0])  # bytes the writer wrote before READY
+    streams = _streams(established(recording, kernel))
+    # fds in the order inet.c makes them: the 127.0.0.1 pair, then the outside client's server
+    # end where the bulk writer's first fd was, then the [::1] bulk reader and writer
+    client, server, outside, reader, writer = EST_CLIENT, EST_SERVER, OUTSIDE, BULK_READER, BULK_WRITER
+    assert sorted(streams) == [client, server, outside, reader, writer]
+    assert (streams[server][1], streams[client][1], streams[outside][1]) == (b"hello", b"world", b"outside")
+    assert all(not streams[fd][2] for fd in (client, server, outside, reader))
+    w, r = streams[writer][0], streams[reader][0]
+    unread, unacked = streams[reader][1], streams[writer][2]
+    # everything the reader's end received it acknowledged: the writer's unacknowledged bytes
+    # begin where the reader's unread ones end; some were sent (and dropped at the full
+    # receiver), the rest never left the writer
+    assert (w.outq_seq - w.outq_len) & 0xFFFFFFFF == r.inq_seq
+    assert 0 < w.unsq_len <= w.outq_len and unread and unacked
+    sent = unread + unacked
+    assert sent == bytes((i * 7 + i // 251) & 0xFF for i in range(len(sent)))  # inet.c's pattern(), from byte 0
+    assert len(sent) == bulk
+    assert w.nodelay and w.opt_mask & 0x7 == 0x7  # timestamps, SACK and window scaling negotiated
+
+
+@pytest.mark.guest
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_criu_restore_of_established_connections_carries_every_byte(recording, established, kernel):
+    """Restored in a fresh guest: each pair reads its unread bytes once, the bulk reader reads
+    exactly what the writer had written (the unsent part sent after the restore), the server
+    end of the outside client still has that client's bytes, and every listener accepts."""
+    rec = recording(kernel, "inet-established")
+    result = restore(rec, established(recording, kernel), log=lambda m: None)
+    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
 
 
 @pytest.mark.parametrize(
@@ -123,3 +201,116 @@ def test_an_established_connection_is_refused_by_name_and_nothing_is_written(rec
 def test_which_ipv6_addresses_need_an_interface_to_bind_to(address, needs):
     words = list(struct.unpack("<4I", ipaddress.IPv6Address(address).packed))
     assert _needs_scope_id(words) is needs
+
+
+# ---- a hostile or unusual guest, on fake memory laid out by each real ISF -----------------
+
+
+class FakeTcp(FakeKernelMemory):
+    def sock(self, state: int, family: int = AF_INET) -> Struct:
+        a = self.alloc("tcp_sock")
+        self.set(a, "sock", "__sk_common.skc_family", family)
+        self.set(a, "sock", "__sk_common.skc_state", state)
+        self.set(a, "sock", "sk_type", SOCK_STREAM)
+        self.set(a, "sock", "sk_protocol", IPPROTO_TCP)
+        self.ring(a + self.symbols.struct_type("sock").member("sk_receive_queue").offset, [])
+        return self.prog.struct("sock", a)
+
+    def ring(self, head: int, skbs: list[int], qlen: int | None = None) -> None:
+        nodes = [head, *skbs, head]
+        for a, b in zip(nodes, nodes[1:]):
+            self.write_u64(a, b)  # next
+            self.write_u64(b + 8, a)  # prev
+        self.set(head, "sk_buff_head", "qlen", len(skbs) if qlen is None else qlen)
+
+    def skb(self, seq: int, data: bytes) -> int:
+        skb = self.alloc("sk_buff")
+        buf = self.alloc(max(len(data), 1))
+        self.write(buf, data)
+        self.set(skb, "sk_buff", "len", len(data))
+        self.set(skb, "sk_buff", "data", buf)
+        self.set(skb + self.symbols.struct_type("sk_buff").member("cb").offset, "tcp_skb_cb", "seq", seq)
+        return skb
+
+
+@pytest.fixture(params=KERNELS)
+def fake(request):
+    return FakeTcp(request.param)
+
+
+@pytest.mark.parametrize("state,name", [(2, "SYN_SENT"), (4, "FIN_WAIT1"), (6, "TIME_WAIT"), (8, "CLOSE_WAIT")])
+def test_a_connection_in_a_state_other_than_established_is_refused_naming_it(fake, state, name):
+    assert_one_line_error(
+        lambda: _tcp_as_criu_sees_it(fake.sock(state), "an IPv4 TCP socket (socket:[7])"),
+        f"an IPv4 TCP socket (socket:[7]) is a TCP connection in state {name}: only established",
+        UnsupportedError,
+    )
+
+
+def test_a_listener_with_connections_not_yet_accepted_is_refused(fake):
+    sk = fake.sock(TCP_LISTEN)
+    fake.set(sk.address_, "sock", "sk_ack_backlog", 2)
+    fake.set(sk.address_, "sock", "sk_max_ack_backlog", 16)
+    assert_one_line_error(
+        lambda: _tcp_as_criu_sees_it(sk, "x"), "x is a listener with 2 connection(s)", UnsupportedError
+    )
+    fake.set(sk.address_, "sock", "sk_ack_backlog", 0)
+    assert _tcp_as_criu_sees_it(sk, "x") == (16, 0, True)
+
+
+@pytest.mark.parametrize(
+    "member,value,reason",
+    [
+        ("repair", 1, "TCP repair mode"),
+        ("fastopen_rsk", 0xFFFF888000001000, "Fast Open"),
+        ("urg_data", 0x100, "urgent"),
+        ("out_of_order_queue.rb_node", 0xFFFF888000002000, "out of order"),
+    ],
+)
+def test_an_established_connection_criu_could_not_save_either_is_refused(fake, member, value, reason):
+    sk = fake.sock(TCP_ESTABLISHED)
+    assert tcp_unsaveable_reason(sk) is None
+    fake.set(sk.address_, "tcp_sock", member, value)
+    assert reason in (tcp_unsaveable_reason(sk) or "")
+
+
+def test_unread_bytes_start_at_copied_seq_across_skbs_and_sequence_wrap(fake):
+    sk = fake.sock(TCP_ESTABLISHED)
+    start = 0xFFFFFFFC  # the sequence space wraps inside the second skb
+    skbs = [fake.skb(start - 6, b"oldold"), fake.skb(start, b"abcdef"), fake.skb((start + 6) & 0xFFFFFFFF, b"gh")]
+    fake.ring(sk.address_ + fake.symbols.struct_type("sock").member("sk_receive_queue").offset, skbs)
+    fake.set(sk.address_, "tcp_sock", "copied_seq", (start + 2) & 0xFFFFFFFF)
+    fake.set(sk.address_, "tcp_sock", "rcv_nxt", (start + 8) & 0xFFFFFFFF)
+    assert tcp_inq(sk) == 6
+    assert tcp_receive_queue_bytes(sk, 6) == b"cdefgh"
+    assert_one_line_error(lambda: tcp_receive_queue_bytes(sk, 9), "holds 6 of 9 bytes")
+
+
+def test_a_received_fin_is_not_a_byte_to_read(fake):
+    sk = fake.sock(TCP_ESTABLISHED)
+    fake.set(sk.address_, "tcp_sock", "copied_seq", 10)
+    fake.set(sk.address_, "tcp_sock", "rcv_nxt", 14)
+    assert tcp_inq(sk) == 4
+    done = fake.symbols.enum_value("sock_flags", "SOCK_DONE")
+    fake.set(sk.address_, "sock", "__sk_common.skc_flags", 1 << done)
+    assert tcp_inq(sk) == 3
+
+
+def test_a_receive_queue_that_never_closes_is_a_one_line_error(fake):
+    sk = fake.sock(TCP_ESTABLISHED)
+    head = sk.address_ + fake.symbols.struct_type("sock").member("sk_receive_queue").offset
+    a, b = fake.skb(0, b"x"), fake.skb(1, b"y")
+    fake.ring(head, [a, b], qlen=2)
+    fake.write_u64(b, a)  # b -> a: a loop that never reaches the head
+    fake.set(sk.address_, "tcp_sock", "rcv_nxt", 5)
+    assert_one_line_error(lambda: tcp_receive_queue_bytes(sk, 5), "does not close")
+
+
+def test_the_timestamp_is_the_connections_clock_at_the_pause(fake):
+    sk = fake.sock(TCP_ESTABLISHED)
+    tp = fake.prog.struct("tcp_sock", sk.address_)
+    fake.set(sk.address_, "tcp_sock", "tsoffset", 0xFFFFFF00)
+    assert tcp_timestamp(tp, 5_000_000_000) == (5000 + 0xFFFFFF00) & 0xFFFFFFFF  # ms, wrapping
+    if tp.has_member_("tcp_usec_ts"):  # 6.7+: microseconds where negotiated, marked by the low bit
+        fake.set(sk.address_, "tcp_sock", "tcp_usec_ts", 1)
+        assert tcp_timestamp(tp, 5_000_000_000) == ((5_000_000 + 0xFFFFFF00) & 0xFFFFFFFF) | 1

@@ -11,11 +11,17 @@
  * it was saved may be gone (criu drops them; UDP may lose them anyway) but nothing arrives
  * twice or out of order.
  *
- * With `established`, it also holds both ends of a TCP connection over 127.0.0.1 to its IPv4
- * listener, with bytes unread in each direction ("hello" towards the server end, "world"
- * towards the client end); the check reads them, then carries more both ways. criu dumps it
- * with --tcp-established; a memory-only dump must refuse it by name until it writes
- * tcp-stream images.
+ * With `established`, it also holds TCP connections, each end's bytes checked after a restore:
+ *  - both ends of one over 127.0.0.1 to the IPv4 listener, with bytes unread each way ("hello"
+ *    towards the server end, "world" towards the client end);
+ *  - both ends of one over [::1] to the IPv6 listener whose reader never read: the writer wrote
+ *    a numbered byte pattern until its send buffer was full too, so bytes sit unread at the
+ *    reader, sent and unacknowledged or not sent at all at the writer (small buffers keep it
+ *    to a few hundred KiB); after the restore the reader must read exactly those bytes;
+ *  - the server end of one whose client is a process outside the dumped tree (an orphan of
+ *    its own session), with "outside" sent by that client and unread: after a restore in a
+ *    fresh guest the client is gone, but those bytes must still be there to read.
+ * criu dumps them with --tcp-established.
  *
  * Usage:  inet [established]
  * READY line:  READY pid=P
@@ -29,6 +35,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #define PORT_L4 7101	/* TCP listener on 127.0.0.1 */
 #define PORT_L6 7102	/* TCP listener on [::], IPV6_V6ONLY */
@@ -42,6 +49,14 @@
 static int l4, l6, dual, bound, fresh, u4, u6c, u6, ufresh;
 static int rcvbuf_l4, fresh_used, next_seq = 100;
 static int est_client = -1, est_server = -1, est_checked;
+static int bulk_writer = -1, bulk_reader = -1, outside = -1;
+static long bulk_written, bulk_read;
+#define BULK_BUF 16384	/* SO_SNDBUF/SO_RCVBUF of the bulk pair (the kernel doubles it) */
+
+static unsigned char pattern(long i)
+{
+	return (unsigned char)(i * 7 + i / 251);
+}
 
 static struct sockaddr_in v4(const char *ip, int port)
 {
@@ -228,6 +243,94 @@ static void check_established(char *err, size_t errsz)
 		append(err, errsz, "the established connection does not carry new bytes; ");
 }
 
+/* The bulk pair: the reader gets exactly the bytes the writer had written, in order, once. */
+static void check_bulk(char *err, size_t errsz)
+{
+	unsigned char buf[4096];
+	/* the writer resumes when its zero-window probe (or the reader's window update) gets
+	 * through: allow it a few seconds */
+	while (bulk_read < bulk_written && wait_readable(bulk_reader, 8000)) {
+		long want = bulk_written - bulk_read < (long)sizeof(buf) ? bulk_written - bulk_read : (long)sizeof(buf);
+		ssize_t n = read(bulk_reader, buf, want);
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != pattern(bulk_read + i)) {
+				append(err, errsz, "bulk byte %ld is %u, not %u; ", bulk_read + (long)i, buf[i],
+				       pattern(bulk_read + i));
+				return;
+			}
+		bulk_read += n;
+	}
+	if (bulk_read != bulk_written)
+		append(err, errsz, "bulk reader got %ld of %ld bytes; ", bulk_read, bulk_written);
+	else if (wait_readable(bulk_reader, 100))
+		append(err, errsz, "bulk reader has bytes beyond the %ld written; ", bulk_written);
+	if (!(fcntl(bulk_writer, F_GETFL) & O_NONBLOCK) || getopt_int(bulk_writer, IPPROTO_TCP, TCP_NODELAY) != 1)
+		append(err, errsz, "bulk writer lost O_NONBLOCK or TCP_NODELAY; ");
+	char ext[8] = "";
+	if (outside >= 0 && (!wait_readable(outside, 2000) || read(outside, ext, 7) != 7 || memcmp(ext, "outside", 7)))
+		append(err, errsz, "the outside client's unread bytes are gone (\"%.7s\"); ", ext);
+	outside = -1;  /* read once */
+}
+
+static void make_bulk_pair(const struct sockaddr_in6 *listener_addr)
+{
+	bulk_writer = socket(AF_INET6, SOCK_STREAM, 0);
+	if (bulk_writer < 0 || opt(bulk_writer, SOL_SOCKET, SO_SNDBUF, BULK_BUF) < 0 ||
+	    opt(bulk_writer, IPPROTO_TCP, TCP_NODELAY, 1) < 0 ||
+	    connect(bulk_writer, (const struct sockaddr *)listener_addr, sizeof(*listener_addr)) < 0 ||
+	    (bulk_reader = accept(l6, NULL, NULL)) < 0 || opt(bulk_reader, SOL_SOCKET, SO_RCVBUF, BULK_BUF) < 0)
+		setup_fail("bulk connection");
+	/* criu restores fds in order and sends a writer's unsent bytes as soon as its socket is
+	 * back: were the reader not back yet, the listener would answer them with a reset (criu
+	 * 3.17's own restore fails so). Give the writer the higher fd. */
+	int moved = fcntl(bulk_writer, F_DUPFD, bulk_reader + 1);
+	if (moved < 0)
+		setup_fail("moving the bulk writer's fd");
+	close(bulk_writer);
+	bulk_writer = moved;
+	fcntl(bulk_writer, F_SETFL, O_NONBLOCK);
+	unsigned char buf[4096];
+	for (int idle = 0; idle < 20;) {
+		for (int i = 0; i < (int)sizeof(buf); i++)
+			buf[i] = pattern(bulk_written + i);
+		ssize_t n = write(bulk_writer, buf, sizeof(buf));
+		if (n > 0) {
+			bulk_written += n;
+			idle = 0;
+		} else if (n < 0 && errno == EAGAIN) {
+			sleep_ms(10);  /* let the window close and the send buffer fill */
+			idle++;
+		} else {
+			setup_fail("bulk write");
+		}
+	}
+}
+
+/* A client outside the dumped tree: an orphan in a session of its own, connected to the IPv4
+ * listener, that sends "outside" and then only waits. */
+static void make_outside_client(const struct sockaddr_in *listener_addr)
+{
+	pid_t child = fork();
+	if (child < 0)
+		setup_fail("fork");
+	if (child == 0) {
+		if (fork() != 0)
+			_exit(0);
+		setsid();
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		if (c < 0 || connect(c, (const struct sockaddr *)listener_addr, sizeof(*listener_addr)) < 0 ||
+		    write(c, "outside", 7) != 7)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	waitpid(child, NULL, 0);
+	if (!wait_readable(l4, 5000) || (outside = accept(l4, NULL, NULL)) < 0 || !wait_readable(outside, 5000))
+		setup_fail("the outside client's connection");
+}
+
 int main(int argc, char **argv)
 {
 	setsid();
@@ -277,10 +380,13 @@ int main(int argc, char **argv)
 			setup_fail("established connection");
 		if (write(est_client, "hello", 5) != 5 || write(est_server, "world", 5) != 5)
 			setup_fail("queueing bytes on the connection");
+		struct sockaddr_in6 lo6 = v6("::1", PORT_L6);
+		make_bulk_pair(&lo6);
+		make_outside_client(&a4);
 	} else if (argc > 1) {
 		setup_fail("unknown argument %s", argv[1]);
 	}
-	say("READY pid=%d", (int)getpid());
+	say("READY pid=%d bulk=%ld", (int)getpid(), bulk_written);
 
 	char err[2048];
 	for (;;) {
@@ -291,8 +397,10 @@ int main(int argc, char **argv)
 		err[0] = 0;
 		check_options(err, sizeof(err));
 		check_traffic(err, sizeof(err));
-		if (est_client >= 0)
+		if (est_client >= 0) {
 			check_established(err, sizeof(err));
+			check_bulk(err, sizeof(err));
+		}
 		if (err[0])
 			say("CHECK FAIL %s", err);
 		else

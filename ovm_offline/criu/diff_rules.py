@@ -74,6 +74,11 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
     IgnoreRule(
         "timens", "CLOCK_MONOTONIC/BOOTTIME readings taken at dump time, from which restore derives the offsets"
     ),
+    IgnoreRule(
+        "tcp-stream.timestamp",
+        "TCP_TIMESTAMP is the connection's timestamp clock (ms since boot plus its offset) read at the instant "
+        "of the dump",
+    ),
     IgnoreRule("pagemap.head.pages_id", "names pages-N.img, a dump-local counter; pages are compared by content"),
 )
 

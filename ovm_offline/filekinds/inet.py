@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from typing import Any, cast
 
+from ..criu import images
 from ..criu.build.common import NET, F, fown
 from ..criu.build.files import ExtraImage, FileTable
 from ..errors import UnsupportedError
@@ -39,6 +40,16 @@ from ..kernel.net.inet import (
     udp_queued,
 )
 from ..kernel.net.sock import file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
+from ..kernel.net.tcp import (
+    TCPI_OPT_TIMESTAMPS,
+    TCPI_OPT_WSCALE,
+    TcpRepairState,
+    tcp_receive_queue_bytes,
+    tcp_repair_state,
+    tcp_send_queue_bytes,
+    tcp_unsaveable_reason,
+)
+from ..kernel.task.timekeeping import ktime_get_ns
 from ..state import FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
 from .refused import SOCKET
@@ -51,7 +62,7 @@ log = logging.getLogger("ovm_offline")
 
 SOCK_STREAM, SOCK_DGRAM = 1, 2
 IPPROTO_TCP, IPPROTO_UDP, IPPROTO_UDPLITE = 6, 17, 136
-TCP_CLOSE, TCP_LISTEN = 7, 10
+TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN = 1, 7, 10
 #: sk_shutdown bits, as poll() shows them for a TCP socket not in inet_diag
 RCV_SHUTDOWN = 1
 PROTOCOL_NAMES = {IPPROTO_TCP: "TCP", IPPROTO_UDP: "UDP", IPPROTO_UDPLITE: "UDP-Lite"}
@@ -82,6 +93,17 @@ class InetSocketState(FileState):
     net_ns: int
     in_diag: bool
     tcp_keepalive: tuple[int, int, int] | None = None  # TCP_KEEPCNT, TCP_KEEPIDLE, TCP_KEEPINTVL
+    stream: TcpStream | None = None  # an established connection's tcp-stream image
+
+
+@dataclasses.dataclass
+class TcpStream:
+    """An established connection as `criu dump --tcp-established` saves it: what repair mode
+    reports, the bytes received and not read, and the bytes written and not acknowledged."""
+
+    repair: TcpRepairState
+    inq: bytes
+    outq: bytes
 
 
 def _describe(family: int, proto: int, ino: int) -> str:
@@ -110,8 +132,11 @@ def inet_socket_state(ctx: ExtractContext, file: Pointer, ino: int) -> InetSocke
     src, dst = inet_addresses(sk)
     if family == AF_INET6 and _needs_scope_id(src) and inet_sport(inet):
         raise UnsupportedError(f"{where} is bound to a link-local address")
+    stream = None
     if proto == IPPROTO_TCP:
         backlog, shutdown, in_diag = _tcp_as_criu_sees_it(sk, where)
+        if common.skc_state == TCP_ESTABLISHED:
+            stream = _tcp_stream(ctx, sk, where)
     else:
         backlog, shutdown, in_diag = _udp_as_criu_sees_it(ctx, sk, inet, where)
     return InetSocketState(
@@ -132,6 +157,7 @@ def inet_socket_state(ctx: ExtractContext, file: Pointer, ino: int) -> InetSocke
         net_ns=sock_net_inum(sk, where),
         in_diag=in_diag,
         tcp_keepalive=tcp_keepalive(sk) if proto == IPPROTO_TCP else None,
+        stream=stream,
     )
 
 
@@ -146,9 +172,22 @@ def _tcp_as_criu_sees_it(sk: Struct, where: str) -> tuple[int, int, bool]:
     if state == TCP_CLOSE:
         # not in inet_diag: CRIU asks TCP_INFO for the backoff and poll() for a read shutdown
         return tcp_backoff(sk), sk.sk_shutdown & RCV_SHUTDOWN, False
+    if state == TCP_ESTABLISHED:
+        return tcp_diag_queues(sk)[1], sk.sk_shutdown, True
     name = TCP_STATE_NAMES.get(state, str(state))
-    raise UnsupportedError(
-        f"{where} is a TCP connection in state {name}: connections are not saved yet (tcp-stream images)"
+    raise UnsupportedError(f"{where} is a TCP connection in state {name}: only established connections are saved")
+
+
+def _tcp_stream(ctx: ExtractContext, sk: Struct, where: str) -> TcpStream:
+    """The tcp-stream image of an established connection, at the moment the guest was paused."""
+    why = tcp_unsaveable_reason(sk)
+    if why:
+        raise UnsupportedError(f"{where} {why}")
+    repair = tcp_repair_state(sk, ktime_get_ns(ctx.prog))
+    return TcpStream(
+        repair=repair,
+        inq=tcp_receive_queue_bytes(sk, repair.inq_len),
+        outq=tcp_send_queue_bytes(sk, repair.outq_len),
     )
 
 
@@ -189,19 +228,26 @@ def extract_inet(ctx: ExtractContext, f: OpenFile, file: Pointer) -> InetSocketS
 
 
 class InetWriter:
-    """files.img entries of IPv4/IPv6 sockets, written when met."""
+    """files.img entries of IPv4/IPv6 sockets, written when met, and a tcp-stream image per
+    established connection (named by its socket inode in hex, as CRIU names it)."""
 
     fd_type = F.INETSK
+
+    def __init__(self) -> None:
+        self._streams: list[ExtraImage] = []
 
     def write(self, table: FileTable, f: OpenFile) -> int:
         s = f.state
         assert isinstance(s, InetSocketState)
         fid = table.next_id()
         table.entries.append(F.file_entry(type=F.INETSK, id=fid, isk=self._entry(table, fid, f, s)))
+        if s.stream is not None:
+            entry = tcp_stream_entry(s.stream.repair)
+            self._streams.append(ExtraImage(images.TCP_STREAM, [entry], [s.stream.inq + s.stream.outq], f"{s.ino:x}"))
         return fid
 
     def images(self, table: FileTable) -> list[ExtraImage]:
-        return []
+        return self._streams
 
     @staticmethod
     def _entry(table: FileTable, fid: int, f: OpenFile, s: InetSocketState) -> NET.inet_sk_entry:
@@ -233,6 +279,34 @@ class InetWriter:
         if s.shutdown:
             entry.shutdown = cast(Any, s.shutdown)  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
         return entry
+
+
+def tcp_stream_entry(r: TcpRepairState) -> NET.tcp_stream_entry:
+    """The tcp_stream_entry CRIU's dump_tcp_conn_state() fills from libsoccr's data."""
+    entry = NET.tcp_stream_entry(
+        inq_len=r.inq_len,
+        inq_seq=r.inq_seq,
+        outq_len=r.outq_len,
+        outq_seq=r.outq_seq,
+        unsq_len=r.unsq_len,
+        mss_clamp=r.mss_clamp,
+        opt_mask=r.opt_mask,
+        snd_wscale=r.snd_wscale,
+        snd_wl1=r.snd_wl1,
+        snd_wnd=r.snd_wnd,
+        max_window=r.max_window,
+        rcv_wnd=r.rcv_wnd,
+        rcv_wup=r.rcv_wup,
+    )
+    if r.opt_mask & TCPI_OPT_WSCALE:
+        entry.rcv_wscale = r.rcv_wscale
+    if r.opt_mask & TCPI_OPT_TIMESTAMPS:
+        entry.timestamp = r.timestamp
+    if r.nodelay:
+        entry.nodelay = True
+    if r.cork:
+        entry.cork = True
+    return entry
 
 
 KIND = FileKind(

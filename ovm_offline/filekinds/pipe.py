@@ -64,7 +64,7 @@ def _readable(f: OpenFile) -> bool:
 
 def _data_image(kind: images.ImageKind, pipes: dict[int, PipeState]) -> ExtraImage:
     entries = [F.pipe_data_entry(pipe_id=p.pipe_id, bytes=len(p.data), size=p.size) for p in pipes.values()]
-    return (kind, list(entries), [p.data for p in pipes.values()])
+    return ExtraImage(kind, list(entries), [p.data for p in pipes.values()])
 
 
 class PipeWriter:

@@ -175,7 +175,7 @@ class TtyWriter:
 
     def images(self, table: FileTable) -> list[ExtraImage]:
         infos = [tty_info(i, *t) for i, t in sorted(self.infos.items(), reverse=True)]
-        return [(images.TTY_INFO, list(infos), None)]
+        return [ExtraImage(images.TTY_INFO, list(infos))]
 
 
 KIND = FileKind(

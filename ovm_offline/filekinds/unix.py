@@ -196,7 +196,7 @@ class UnixWriter:
     def images(self, table: FileTable) -> list[ExtraImage]:
         # the dump leaves out sockets whose peer is not dumped (dangling_peers) before writing
         assert not self._waiting, f"UNIX sockets wait for peers never met: {sorted(self._waiting)}"
-        return [(images.SK_QUEUES, [e for e, _ in self.queues], [d for _, d in self.queues])]
+        return [ExtraImage(images.SK_QUEUES, [e for e, _ in self.queues], [d for _, d in self.queues])]
 
     @staticmethod
     def _entry(table: FileTable, fid: int, f: OpenFile, u: UnixSocketState) -> NET.unix_sk_entry:

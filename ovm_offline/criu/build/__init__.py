@@ -37,6 +37,10 @@ PagesWriter = Callable[[ProcessState, Path], list[tuple[int, int, int]]]
 ShmemPagesWriter = Callable[[SharedMemory, Path], list[tuple[int, int, int]]]
 
 
+#: criu's enum NETWORK_LOCK_METHOD (criu/include/cr_options.h)
+NETWORK_LOCK_METHODS = {"iptables": 0, "nftables": 1}
+
+
 @dataclasses.dataclass
 class DumpSet:
     """Everything one dump writes: the processes (root first) and what the system around them
@@ -50,6 +54,9 @@ class DumpSet:
     cgroups: dict[str, CgroupDir] = dataclasses.field(default_factory=dict)
     # the tree's own IPC namespace (None when it shares the host's, which CRIU does not save)
     ipc_namespace: IpcNamespaceState | None = None
+    # how `criu restore` keeps restored TCP connections quiet until they are whole: "iptables"
+    # (criu's default) or "nftables"; the restoring system needs that tool
+    network_lock: str = "iptables"
 
 
 class _Writer:
@@ -85,7 +92,7 @@ class _Writer:
             ns_per_id=True,
             root_cg_set=1,
             lsmtype=T.NO_LSM,
-            network_lock_method=0,
+            network_lock_method=NETWORK_LOCK_METHODS[self.dump.network_lock],
         )
         self.put(images.INVENTORY, [inventory])
         pstree = [
@@ -130,8 +137,10 @@ class _Writer:
         self.written.files = len(self.files.entries)
         if self.shmem.inodes:
             self.put(images.MEMFD_INODE, self.shmem.inode_entries())
-        for kind, entries, payloads in self.files.images():
-            images.write_image(self.directory / kind.filename(), kind, entries, payloads)
+        for image in self.files.images():
+            images.write_image(
+                self.directory / image.kind.filename(image.image_id), image.kind, image.entries, image.payloads
+            )
             self.written.images += 1
 
     def tail(self) -> None:

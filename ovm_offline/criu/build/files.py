@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Hashable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from google.protobuf.message import Message
 
@@ -21,9 +21,17 @@ __all__ = ["FD_CLOEXEC", "ExtraImage", "FileTable", "KindWriter", "has_size"]
 FD_CLOEXEC = 1
 O_ACCMODE, O_WRONLY, O_APPEND = 0o3, 0o1, 0o2000
 
+
 #: An image a kind writes besides files.img: its kind, entries, and the raw bytes after each
 #: entry (None for an image without them).
-ExtraImage = tuple[images.ImageKind, list[Message], list[bytes] | None]
+class ExtraImage(NamedTuple):
+    """An image a kind writes besides files.img: its entries, the raw data following each (for
+    kinds with payload fields) and, for kinds written once per object, the id in its name."""
+
+    kind: images.ImageKind
+    entries: list[Message]
+    payloads: list[bytes] | None = None
+    image_id: int | str | None = None
 
 
 class KindWriter(Protocol):
@@ -107,7 +115,7 @@ class FileTable:
 
     def images(self) -> list[ExtraImage]:
         """Every kind's images besides files.img, those with no entries left out."""
-        return [img for w in self.writers.values() for img in w.images(self) if img[1]]
+        return [img for w in self.writers.values() for img in w.images(self) if img.entries]
 
 
 def has_size(identity: FileIdentity, flags: int) -> bool:

@@ -192,6 +192,12 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "netns_ipv4.sysctl_tcp_keepalive_time sock.sk_ack_backlog sock.sk_protocol sock_common.skc_daddr "
         "sock_common.skc_dport sock_common.skc_ipv6only sock_common.skc_rcv_saddr tcp_sock.keepalive_intvl "
         "tcp_sock.keepalive_probes tcp_sock.keepalive_time udp_sock.forward_deficit udp_sock.udp_flags "
+        "tcp_options_received.mss_clamp tcp_options_received.rcv_wscale tcp_options_received.sack_ok "
+        "tcp_options_received.snd_wscale tcp_options_received.tstamp_ok tcp_options_received.wscale_ok "
+        "tcp_skb_cb.seq tcp_sock.copied_seq tcp_sock.ecn_flags tcp_sock.max_window tcp_sock.nonagle "
+        "tcp_sock.rcv_nxt tcp_sock.rcv_wnd tcp_sock.rcv_wup tcp_sock.repair tcp_sock.snd_nxt tcp_sock.snd_una "
+        "tcp_sock.snd_wl1 tcp_sock.snd_wnd tcp_sock.syn_data_acked tcp_sock.tcp_clock_cache tcp_sock.tcp_usec_ts "
+        "tcp_sock.tsoffset tcp_sock.urg_data tcp_sock.write_seq "
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -287,6 +293,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct sk_filter": "sock.sk_filter",
     "pointer to struct socket": "sock.sk_socket",
     "pointer to struct tty_driver": "tty_struct.driver",
+    "pointer to struct request_sock": "tcp_sock.fastopen_rsk",
     "pointer to struct unix_address": "unix_sock.addr",
     "pointer to struct user_namespace": "cred.user_ns",
     "pointer to struct uts_namespace": "nsproxy.uts_ns",
@@ -309,10 +316,11 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct kernel_siginfo_t": "sigqueue.info",
     "struct maple_tree": "mm_struct.mm_mt",
     "struct mm_context_t": "mm_struct.context",
+    "struct tcp_options_received": "tcp_sock.rx_opt",
     "struct netns_ipv4": "net.ipv4",
     "struct possible_net_t": "sock_common.skc_net",
     "struct qstr": "dentry.d_name",
-    "struct rb_root": "rb_root_cached.rb_root",
+    "struct rb_root": "rb_root_cached.rb_root tcp_sock.out_of_order_queue",
     "struct rb_root_cached": "eventpoll.rbr",
     "struct refcount_t": "sock.sk_wmem_alloc",
     "struct rw_semaphore": "mm_struct.mmap_lock",

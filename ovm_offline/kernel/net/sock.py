@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..core.memory import Program
 
 #: include/linux/net.h: bits of socket->flags
-SOCK_PASSCRED, SOCK_PASSSEC = 1, 2
+SOCK_PASSCRED, SOCK_PASSSEC = 3, 4
 #: include/net/sock.h: SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK
 SOCK_BUF_LOCK_MASK = 0x3
 MAX_SCHEDULE_TIMEOUT = (1 << 63) - 1
