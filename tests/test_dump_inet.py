@@ -16,6 +16,7 @@ from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 from ovm_offline.errors import UnsupportedError
 from ovm_offline.filekinds.inet import _needs_scope_id, _tcp_as_criu_sees_it
+from ovm_offline.filekinds.socket import socket_options
 from ovm_offline.kernel.core.objects import Struct
 from ovm_offline.kernel.net.tcp import (
     tcp_inq,
@@ -314,3 +315,16 @@ def test_the_timestamp_is_the_connections_clock_at_the_pause(fake):
     if tp.has_member_("tcp_usec_ts"):  # 6.7+: microseconds where negotiated, marked by the low bit
         fake.set(sk.address_, "tcp_sock", "tcp_usec_ts", 1)
         assert tcp_timestamp(tp, 5_000_000_000) == ((5_000_000 + 0xFFFFFF00) & 0xFFFFFFFF) | 1
+
+
+@pytest.mark.parametrize(
+    "flags,passcred,passsec", [(1 << 2, False, False), (1 << 3, True, False), (1 << 4, False, True)]
+)
+def test_so_passcred_and_so_passsec_are_their_own_socket_flags(fake, flags, passcred, passsec):
+    """include/linux/net.h: bit 2 is SOCK_NOSPACE (a writer waited for room), 3 SOCK_PASSCRED,
+    4 SOCK_PASSSEC; reading bits 1 and 2 saved a socket whose writer had blocked as SO_PASSSEC."""
+    sk = fake.sock(TCP_LISTEN)
+    sock = fake.alloc("socket")
+    fake.set(sock, "socket", "flags", flags)
+    opts = socket_options(fake.prog, fake.prog.struct("socket", sock), sk)
+    assert (opts.passcred, opts.passsec) == (passcred, passsec)
