@@ -143,7 +143,7 @@ def _check_disk_space(directory: Path, workload: Workload) -> None:
     if free_mib < disk_needed_mib(workload):
         raise CorpusError(
             f"{free_mib} MiB free under {directory}; recording {workload.name} needs about "
-            f"{disk_needed_mib(workload)} MiB while it runs (the standard corpus keeps about 30 GiB)"
+            f"{disk_needed_mib(workload)} MiB while it runs (the standard corpus keeps about 36 GiB)"
         )
 
 

@@ -242,6 +242,26 @@ _AS_IS = (
         description="spinners on -cpu max: the computation also in ymm registers (AVX2), 5-level paging",
     ),
     *(_as_is(_STOPPED[name]) for name in ("counter", "threads", "pipetree", "ipc", "evfds")),
+    Workload(
+        "inet-stream-asis",
+        "inet",
+        ("stream",),
+        moment="as-is",
+        takes=3,
+        run_after_restore=1.0,
+        criu_options="--tcp-established --network-lock nftables",
+        description="inet plus a TCP stream from a fast writer thread to a slow reader thread, both queues full",
+    ),
+    Workload(
+        "inet-bursts-asis",
+        "inet",
+        ("bursts",),
+        moment="as-is",
+        takes=3,
+        run_after_restore=1.0,
+        criu_options="--tcp-established --network-lock nftables",
+        description="inet plus a TCP stream of 64 KiB bursts between two threads, the reader keeping up",
+    ),
 )
 
 WORKLOADS = {**_STOPPED, **{w.name: w for w in _AS_IS}}
@@ -273,6 +293,8 @@ STANDARD = (
     "pipetree-asis",
     "ipc-asis",
     "evfds-asis",
+    "inet-stream-asis",
+    "inet-bursts-asis",
 )
 
 

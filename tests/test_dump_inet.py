@@ -6,6 +6,7 @@ images, byte-identical from every source, crit, criu restore) run in tests/test_
 from __future__ import annotations
 
 import ipaddress
+import re
 import struct
 
 import pytest
@@ -14,18 +15,21 @@ from corpus import kernels
 from corpus.restore import restore
 from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
-from ovm_offline.errors import UnsupportedError
+from ovm_offline.errors import ExitCode, UnsupportedError
+from ovm_offline.extract.syscall import _overlap
 from ovm_offline.filekinds.inet import _needs_scope_id, _tcp_as_criu_sees_it
 from ovm_offline.filekinds.socket import socket_options
 from ovm_offline.kernel.core.objects import Struct
 from ovm_offline.kernel.net.tcp import (
     tcp_inq,
+    tcp_outq_len,
     tcp_receive_queue_bytes,
+    tcp_send_queue_bytes,
     tcp_timestamp,
     tcp_unsaveable_reason,
 )
 from tests.support.checks import assert_one_line_error
-from tests.support.cli import dump_from, ovm, tree_digest
+from tests.support.cli import dump_from, ovm, tree_digest, vcpu_state_of
 from tests.support.memory import FakeKernelMemory
 
 KERNELS = list(kernels.KERNELS)
@@ -185,6 +189,40 @@ def test_criu_restore_of_established_connections_carries_every_byte(recording, e
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
 
 
+@pytest.mark.guest
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("take", range(3))
+@pytest.mark.parametrize("workload", ["inet-stream-asis", "inet-bursts-asis"])
+def test_a_stream_paused_with_bytes_in_flight_restores_with_none_lost_or_doubled(
+    recording, tmp_path, kernel, take, workload
+):
+    """The guest is paused at a random moment of a TCP stream from a fast writer thread to a
+    slow reader thread (bursts: to a reader that keeps up). Either the dump refuses by name: the writer asleep in write() with the
+    first bytes it writes already ending the send queue (restarting it would send them twice;
+    seen in most takes), or a thread inside write() or read() on a vCPU; or the restored
+    reader gets every byte once and in order, those queued at the pause included."""
+    rec = recording(kernel, workload, take)
+    out = tmp_path / "images"
+    lock = ("--network-lock", "nftables")
+    result = ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out), *lock, *vcpu_state_of(rec))
+    if result.returncode != 0:
+        assert result.returncode == ExitCode.UNSUPPORTED, result.stderr
+        refusal = result.stderr.strip().splitlines()[-1]
+        moved = re.search(
+            r"thread \d+ is inside write\(\): the socket's send queue ends with the first (\d+) of the (\d+) bytes",
+            refusal,
+        )
+        on_vcpu = re.search(r"thread \d+ is inside (write|read)\(\): it was running there on vCPU", refusal)
+        assert (moved and 0 < int(moved.group(1)) < int(moved.group(2))) or on_vcpu, refusal
+        assert not out.exists()
+        return
+    restored = restore(rec, out, log=lambda m: None)
+    assert restored.ok, (
+        f"paused {rec.manifest['pause_delay_seconds']} s after ready: {restored.detail}\n{restored.restore_log[-3000:]}"
+    )
+
+
 @pytest.mark.parametrize(
     "address,needs",
     [
@@ -328,3 +366,15 @@ def test_so_passcred_and_so_passsec_are_their_own_socket_flags(fake, flags, pass
     fake.set(sock, "socket", "flags", flags)
     opts = socket_options(fake.prog, fake.prog.struct("socket", sock), sk)
     assert (opts.passcred, opts.passsec) == (passcred, passsec)
+
+
+def test_a_queue_longer_than_its_buffer_could_hold_is_a_one_line_error(fake):
+    sk = fake.sock(TCP_ESTABLISHED)
+    fake.set(sk.address_, "sock", "sk_sndbuf", 4096)
+    fake.set(sk.address_, "tcp_sock", "write_seq", 0xF0000000)  # 4 GiB unacknowledged, says the guest
+    assert_one_line_error(lambda: tcp_send_queue_bytes(sk, tcp_outq_len(sk)), "which a buffer of 4096 cannot hold")
+
+
+def test_overlap_is_the_longest_tail_of_one_that_heads_the_other():
+    assert [_overlap(b"xxabc", h) for h in (b"abcdef", b"bcd", b"cab", b"zz")] == [3, 2, 1, 0]
+    assert (_overlap(b"ababa", b"aba"), _overlap(b"", b"a"), _overlap(b"aaaa", b"aab")) == (3, 0, 2)

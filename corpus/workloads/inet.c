@@ -1,4 +1,4 @@
-/* cflags: */
+/* cflags: -pthread */
 /* inet - the IPv4/IPv6 sockets a server holds before any client comes: TCP listeners
  * (IPv4, IPv6-only, dual-stack), a TCP socket bound and not listening, one not bound at all,
  * UDP sockets bound, connected and unbound, with datagrams queued on one of them.
@@ -23,7 +23,15 @@
  *    fresh guest the client is gone, but those bytes must still be there to read.
  * criu dumps them with --tcp-established.
  *
- * Usage:  inet [established]
+ * With `stream`, a writer thread sends a numbered byte pattern over 127.0.0.1 as fast as it
+ * can (writes of 3000 bytes) to a reader thread that reads 1000 bytes every 2 ms and checks
+ * each: a slow client. Paused at any moment, both queues are full and the writer is asleep
+ * in write() for room, often with part of its bytes moved already. The check drains the
+ * queues and wants every byte written before it once and in order, and the stream moving.
+ * With `bursts`, the writer sends 64 KiB every 5 ms to a reader that keeps up: mostly both
+ * threads sleep with the queues empty, now and then bytes are on their way.
+ *
+ * Usage:  inet [established | stream | bursts]
  * READY line:  READY pid=P
  * CHECK line:  CHECK OK pid=P  |  CHECK FAIL <what>[; <what>...]
  */
@@ -36,6 +44,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <pthread.h>
 
 #define PORT_L4 7101	/* TCP listener on 127.0.0.1 */
 #define PORT_L6 7102	/* TCP listener on [::], IPV6_V6ONLY */
@@ -243,6 +252,103 @@ static void check_established(char *err, size_t errsz)
 		append(err, errsz, "the established connection does not carry new bytes; ");
 }
 
+/* criu restores a process's fds in order and sends a writer's unsent bytes as soon as its
+ * socket is back: were the reader not back yet, and no network lock kept the writer's packets
+ * from the listener (none does in a fresh guest), the listener would answer them with a reset
+ * and the restore fail (criu 3.17's restore of its own images fails so). A writer gets an fd
+ * above its reader's; the fd it had is closed. */
+static int above(int writer, int reader)
+{
+	int moved = fcntl(writer, F_DUPFD, reader + 1);
+	if (moved < 0)
+		setup_fail("moving a writer's fd above its reader's");
+	close(writer);
+	return moved;
+}
+
+/* ---- stream: bytes in flight ---- */
+/* `stream`: a writer faster than its reader, which mostly blocks in write() for room with
+ * both queues full (a write smaller than PIPE_BUF may have moved part of its bytes);
+ * `bursts`: 64 KiB every 5 ms to a reader that keeps up */
+static int stream_write = 3000, stream_write_pause_ms = 0, stream_read_pause_ms = 2;
+#define STREAM_READ 1000
+static int stream_w = -1, stream_r = -1;
+static volatile long stream_read, stream_sent;
+static volatile int stream_draining;
+static char stream_error[256];
+
+static void *stream_writer(void *arg)
+{
+	(void)arg;
+	static unsigned char buf[65536];
+	for (;;) {
+		for (int i = 0; i < stream_write; i++)
+			buf[i] = pattern(stream_sent + i);
+		ssize_t n = write(stream_w, buf, stream_write);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(stream_error, sizeof(stream_error), "stream write: %s", n ? strerror(errno) : "0");
+			return NULL;
+		}
+		stream_sent += n;
+		if (stream_write_pause_ms)
+			sleep_ms(stream_write_pause_ms);
+	}
+}
+
+static void *stream_reader(void *arg)
+{
+	(void)arg;
+	static unsigned char buf[STREAM_READ];
+	for (;;) {
+		if (!stream_draining && stream_read_pause_ms)
+			sleep_ms(stream_read_pause_ms);
+		ssize_t n = read(stream_r, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(stream_error, sizeof(stream_error), "stream read: %s", n ? strerror(errno) : "end of stream");
+			return NULL;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != pattern(stream_read + i)) {
+				snprintf(stream_error, sizeof(stream_error), "stream byte %ld is %u, not %u",
+					 stream_read + (long)i, buf[i], pattern(stream_read + i));
+				return NULL;
+			}
+		stream_read += n;
+	}
+}
+
+static void start_stream(const struct sockaddr_in *listener_addr)
+{
+	stream_w = socket(AF_INET, SOCK_STREAM, 0);
+	if (stream_w < 0 || connect(stream_w, (const struct sockaddr *)listener_addr, sizeof(*listener_addr)) < 0 ||
+	    (stream_r = accept(l4, NULL, NULL)) < 0)
+		setup_fail("stream connection");
+	stream_w = above(stream_w, stream_r);
+	pthread_t t;
+	if (pthread_create(&t, NULL, stream_writer, NULL) || pthread_create(&t, NULL, stream_reader, NULL))
+		setup_fail("stream threads");
+}
+
+/* Every byte written before the check arrives once and in order (the reader drains the
+ * queues at full speed meanwhile: a doubled or lost byte anywhere in them shows), and more
+ * keep coming. */
+static void check_stream(char *err, size_t errsz)
+{
+	long mark = stream_sent;
+	stream_draining = 1;
+	for (int i = 0; i < 2000 && !stream_error[0] && stream_read < mark + 10000; i++)
+		sleep_ms(10);
+	stream_draining = 0;
+	if (stream_error[0])
+		append(err, errsz, "%s; ", stream_error);
+	else if (stream_read < mark + 10000)
+		append(err, errsz, "stream stalled at byte %ld of %ld written; ", stream_read, stream_sent);
+}
+
 /* The bulk pair: the reader gets exactly the bytes the writer had written, in order, once. */
 static void check_bulk(char *err, size_t errsz)
 {
@@ -282,14 +388,7 @@ static void make_bulk_pair(const struct sockaddr_in6 *listener_addr)
 	    connect(bulk_writer, (const struct sockaddr *)listener_addr, sizeof(*listener_addr)) < 0 ||
 	    (bulk_reader = accept(l6, NULL, NULL)) < 0 || opt(bulk_reader, SOL_SOCKET, SO_RCVBUF, BULK_BUF) < 0)
 		setup_fail("bulk connection");
-	/* criu restores fds in order and sends a writer's unsent bytes as soon as its socket is
-	 * back: were the reader not back yet, the listener would answer them with a reset (criu
-	 * 3.17's own restore fails so). Give the writer the higher fd. */
-	int moved = fcntl(bulk_writer, F_DUPFD, bulk_reader + 1);
-	if (moved < 0)
-		setup_fail("moving the bulk writer's fd");
-	close(bulk_writer);
-	bulk_writer = moved;
+	bulk_writer = above(bulk_writer, bulk_reader);
 	fcntl(bulk_writer, F_SETFL, O_NONBLOCK);
 	unsigned char buf[4096];
 	for (int idle = 0; idle < 20;) {
@@ -383,6 +482,13 @@ int main(int argc, char **argv)
 		struct sockaddr_in6 lo6 = v6("::1", PORT_L6);
 		make_bulk_pair(&lo6);
 		make_outside_client(&a4);
+	} else if (argc > 1 && (strcmp(argv[1], "stream") == 0 || strcmp(argv[1], "bursts") == 0)) {
+		if (strcmp(argv[1], "bursts") == 0) {
+			stream_write = 65536;
+			stream_write_pause_ms = 5;
+			stream_read_pause_ms = 0;
+		}
+		start_stream(&a4);
 	} else if (argc > 1) {
 		setup_fail("unknown argument %s", argv[1]);
 	}
@@ -397,6 +503,8 @@ int main(int argc, char **argv)
 		err[0] = 0;
 		check_options(err, sizeof(err));
 		check_traffic(err, sizeof(err));
+		if (stream_w >= 0)
+			check_stream(err, sizeof(err));
 		if (est_client >= 0) {
 			check_established(err, sizeof(err));
 			check_bulk(err, sizeof(err));

@@ -14,7 +14,8 @@ A memory snapshot catches threads in two such states:
   -ENOSYS. The call is ended here as an interrupting signal would end it
   (kernel/cpu/syscalls.py says how, by call and arguments), then rewritten as above:
   restarted, or returning -EINTR. A call whose progress memory does not show is refused
-  by name: a write of more than PIPE_BUF bytes that blocked for room, a MSG_WAITALL
+  by name: a write of more than PIPE_BUF bytes that blocked for room (to a TCP socket, any
+  write whose bytes may have begun the send queue's unacknowledged tail), a MSG_WAITALL
   receive, a call not in the table, a thread in uninterruptible sleep or runnable inside
   the call (woken or preempted there: how far it got is on its kernel stack only). The
   signal mask is the caller's own again, as the interrupted call leaves it (sigsuspend's
@@ -36,6 +37,8 @@ import struct
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
+from ..kernel.fs.fdtable import task_fd_file
+from ..kernel.net.tcp import tcp_outq_len, tcp_send_queue_bytes, tcp_sock_of_file
 from ..kernel.task.signal import sigset_value
 from ..kernel.task.tasks import task_comm, task_read_user, task_state
 from ..kernel.task.timers import hrtimer_soft_remaining, task_fired_sleep_hrtimer, task_sleep_hrtimer
@@ -141,6 +144,70 @@ def _bytes_to_move(task: Struct, regs: Registers, call: BlockedSyscall) -> int:
     return _iovec_bytes(task, iov, _signed(count))
 
 
+def _user_bytes(task: Struct, regs: Registers, call: BlockedSyscall, limit: int) -> bytes:
+    """The first `limit` bytes a blocked data-moving call was asked to move."""
+    info = syscall_info(call.number)
+    assert info is not None and info.moves_data is not None
+    if info.moves_data == "count":
+        return task_read_user(task, regs.si, limit)
+    if info.moves_data == "iovec":
+        iov, count = regs.si, _signed(regs.dx)
+    else:
+        iov, count = struct.unpack("<QQ", task_read_user(task, regs.si + _MSGHDR_IOV_OFFSET, 16))
+    out = bytearray()
+    raw = task_read_user(task, iov, 16 * count)
+    for i in range(count):
+        base, length = struct.unpack_from("<QQ", raw, 16 * i)
+        out += task_read_user(task, base, min(length, limit - len(out)))
+        if len(out) >= limit:
+            break
+    return bytes(out)
+
+
+def _tcp_sock_written(task: Struct, regs: Registers, call: BlockedSyscall) -> Struct | None:
+    """The ``struct sock`` of the connected TCP socket a blocked write-like call writes to
+    (its fd is the first argument), or None for any other file."""
+    file = task_fd_file(task, _signed(regs.di))
+    return tcp_sock_of_file(file) if file is not None else None
+
+
+def _tcp_write_progress(task: Struct, regs: Registers, call: BlockedSyscall, sk: Struct, size: int) -> str | None:
+    """Why restarting a write asleep on a TCP socket might send some of its bytes twice, or None.
+
+    tcp_sendmsg() copies into the send queue as room allows and sleeps for more: the bytes it
+    moved are the newest in the queue, and a writer sleeping for room has not seen them all
+    acknowledged (that would have freed the room and woken it). So if no tail of the queue's
+    unacknowledged bytes equals a head of the buffer being written, the call moved nothing
+    and restarting it is exact; if one does, it may have moved that many."""
+    queued = tcp_outq_len(sk)
+    if not queued:
+        return None
+    head = _user_bytes(task, regs, call, min(size, queued))
+    k = _overlap(tcp_send_queue_bytes(sk, queued)[-len(head) :], head)
+    if k:
+        return f"the socket's send queue ends with the first {k} of the {size} bytes it writes: part may have moved already"
+    return None
+
+
+def _overlap(tail: bytes, head: bytes) -> int:
+    """The largest k such that `tail` ends with head[:k] (a Knuth-Morris-Pratt scan of `tail`)."""
+    fail = [0] * len(head)
+    k = 0
+    for i in range(1, len(head)):
+        while k and head[i] != head[k]:
+            k = fail[k - 1]
+        if head[i] == head[k]:
+            k += 1
+        fail[i] = k
+    k = 0
+    for c in tail:
+        while k and (k == len(head) or c != head[k]):
+            k = fail[k - 1]
+        if k < len(head) and c == head[k]:
+            k += 1
+    return k
+
+
 def _refuse(task: Struct, call: BlockedSyscall, why: str) -> UnsupportedError:
     return UnsupportedError(f"PID {task.tgid} ({task_comm(task)}) thread {task.pid} is inside {call.name}(): {why}")
 
@@ -189,7 +256,12 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None 
     if call.interruption == "unknown" or call.unknowable:
         raise _refuse(task, call, call.unknowable or "ovm-offline does not know how it ends when interrupted")
     size = _bytes_to_move(task, regs, call)
-    if size > PIPE_BUF:
+    tcp = _tcp_sock_written(task, regs, call) if size else None
+    if tcp is not None:
+        why = _tcp_write_progress(task, regs, call, tcp, size)
+        if why:
+            raise _refuse(task, call, why)
+    elif size > PIPE_BUF:
         raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
     fixed = _restarted(regs) if call.interruption == "restart" else _returning_eintr(regs)
     sigmask = sigset_value(getattr(task, call.sigmask_in)) if call.sigmask_in else None

@@ -33,6 +33,7 @@ __all__ = [
     "S_IFREG",
     "cloexec_fds",
     "fd_is_cloexec",
+    "task_fd_file",
     "file_flags",
     "file_fops_name",
     "file_inode_ptr",
@@ -191,6 +192,19 @@ def for_each_file(files: Pointer | Struct) -> Iterator[tuple[int, Pointer]]:
             f = int.from_bytes(raw[i * 8 : i * 8 + 8], "little")
             if f:
                 yield start + i, prog.pointer(file_type, f)
+
+
+def task_fd_file(task: Struct, fd: int) -> Pointer | None:
+    """The ``struct file *`` a ``struct task_struct`` has open as `fd`, or None (fcheck_files)."""
+    files = task_files(task)
+    if files is None or fd < 0:
+        return None
+    fdt = files_fdtable(files)
+    if fd >= fdtable_max_fds(fdt) or not int(fdt.fd):
+        return None
+    prog = task.prog_
+    f = prog.read_u64(int(fdt.fd) + 8 * fd)
+    return prog.pointer(prog.type("file"), f) if f else None
 
 
 def fd_is_cloexec(fdt: Struct, fd: int) -> bool:

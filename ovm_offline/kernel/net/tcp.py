@@ -14,7 +14,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
-from ..core.objects import Struct
+from ..core.objects import Pointer, Struct
 from ..ds.rbtree import rb_inorder
 from .sock import MAX_QUEUED_SKBS, skb_data, skb_queue, sock_flag, sock_flag_bit
 
@@ -26,9 +26,11 @@ __all__ = [
     "TCPI_OPT_WSCALE",
     "TcpRepairState",
     "tcp_inq",
+    "tcp_outq_len",
     "tcp_receive_queue_bytes",
     "tcp_repair_state",
     "tcp_send_queue_bytes",
+    "tcp_sock_of_file",
     "tcp_timestamp",
     "tcp_unsaveable_reason",
 ]
@@ -66,6 +68,26 @@ class TcpRepairState:
     cork: bool
 
 
+def tcp_sock_of_file(file: Pointer) -> Struct | None:
+    """The ``struct sock`` of an established TCP socket ``struct file *``, or None for any
+    other file (a socket's ``f_op`` is socket_file_ops; its ``private_data`` the socket)."""
+    f = file.deref()
+    prog = f.prog_
+    if not prog.has_symbol("socket_file_ops") or int(f.f_op) != prog.symbol_address("socket_file_ops"):
+        return None
+    sock = f.private_data
+    if not sock:
+        return None
+    sk_ptr = prog.struct("socket", int(sock)).sk
+    if not sk_ptr:
+        return None
+    sk = sk_ptr.deref()
+    common = sk.__sk_common
+    if common.skc_family not in (2, 10) or sk.sk_protocol != 6 or sk.sk_type != 1:  # AF_INET(6), TCP, stream
+        return None
+    return sk if common.skc_state == 1 else None  # TCP_ESTABLISHED: other states are refused as files
+
+
 def _tcp_sock(sk: Struct) -> Struct:
     return sk.prog_.struct("tcp_sock", sk.address_)
 
@@ -88,6 +110,12 @@ def tcp_inq(sk: Struct) -> int:
     if answ and sock_flag(sk, sock_flag_bit(sk.prog_, "SOCK_DONE")):
         answ -= 1
     return answ
+
+
+def tcp_outq_len(sk: Struct) -> int:
+    """SIOCOUTQ: bytes written to a TCP ``struct sock`` and not yet acknowledged."""
+    tp = _tcp_sock(sk)
+    return (tp.write_seq - tp.snd_una) & U32
 
 
 def tcp_timestamp(tp: Struct, monotonic_ns: int) -> int:
@@ -143,7 +171,7 @@ def tcp_repair_state(sk: Struct, monotonic_ns: int) -> TcpRepairState:
     return TcpRepairState(
         inq_len=tcp_inq(sk),
         inq_seq=tp.rcv_nxt,
-        outq_len=(tp.write_seq - tp.snd_una) & U32,
+        outq_len=tcp_outq_len(sk),
         unsq_len=(tp.write_seq - tp.snd_nxt) & U32,
         outq_seq=tp.write_seq,
         opt_mask=opt_mask,
@@ -166,9 +194,22 @@ def _skb_seq(skb: Struct) -> int:
     return skb.prog_.struct("tcp_skb_cb", skb.member_address_("cb")).seq
 
 
+#: the bytes a TCP queue may hold beyond twice its socket's buffer size (skbs are charged by
+#: truesize, which is never less than their data, but one may overshoot the limit)
+QUEUE_SLACK = 16 << 20
+
+
+def _check_queue_length(sk: Struct, length: int, buffer: int, what: str) -> None:
+    if not 0 <= length <= 2 * max(buffer, 0) + QUEUE_SLACK:
+        raise GuestDataError(
+            f"TCP socket at 0x{sk.address_:x}: {length} bytes in its {what}, which a buffer of {buffer} cannot hold"
+        )
+
+
 def tcp_receive_queue_bytes(sk: Struct, length: int) -> bytes:
     """The `length` bytes from ``copied_seq`` on in a TCP socket's receive queue (what a
     MSG_PEEK of the receive queue in repair mode returns)."""
+    _check_queue_length(sk, length, sk.sk_rcvbuf, "receive queue")
     prog = sk.prog_
     seq = _tcp_sock(sk).copied_seq
     out = bytearray()
@@ -189,6 +230,7 @@ def tcp_receive_queue_bytes(sk: Struct, length: int) -> bytes:
 def tcp_send_queue_bytes(sk: Struct, length: int) -> bytes:
     """The `length` bytes written and not acknowledged (tcp_peek_sndq(): every skb of the
     retransmit tree in order, then of the write queue)."""
+    _check_queue_length(sk, length, sk.sk_sndbuf, "send queues")
     prog = sk.prog_
     skbs: list[Struct] = []
     root = int(prog.struct("rb_root", sk.member_address_("tcp_rtx_queue")).rb_node)
