@@ -79,7 +79,8 @@ class ImageKind:
     pattern: file name, "{id}" standing for a pid or object id.
     single: exactly one entry (core, mm, ...) rather than a list (fdinfo, files, ...).
     head: class of a different first entry (pagemap_head), which counts as entries[0].
-    payload_fields: entry fields whose sum is the length of raw data following the entry.
+    payload_fields: entry fields whose sum is the length of raw data following the entry (with
+        several, their parts follow in that order: tcp-stream's inq, then outq).
     prefix: COMMON_MAGIC, SERVICE_MAGIC or None (inventory: its magic stands alone).
     """
 
@@ -92,6 +93,7 @@ class ImageKind:
     head: type[Message] | None = None
     payload_fields: tuple[str, ...] = ()
     prefix: int | None = COMMON_MAGIC
+    id_hex: bool = False  # the id in the name is hexadecimal (tcp-stream-%x.img: a socket inode)
 
     @property
     def raw(self) -> bool:
@@ -107,16 +109,17 @@ class ImageKind:
 
     def match(self, filename: str) -> str | None:
         """The "{id}" part of filename if it is this kind's name ("" when it has no id)."""
-        m = _pattern_re(self.pattern).fullmatch(filename)
+        m = _pattern_re(self.pattern, self.id_hex).fullmatch(filename)
         return None if m is None else m.groupdict().get("id", "")
 
     def payload_size(self, entry: Message) -> int:
         return sum(int(getattr(entry, f)) for f in self.payload_fields)
 
 
-def _pattern_re(pattern: str) -> re.Pattern[str]:
+def _pattern_re(pattern: str, id_hex: bool = False) -> re.Pattern[str]:
     head, sep, tail = pattern.partition("{id}")
-    return re.compile(re.escape(head) + (r"(?P<id>[0-9]+)" if sep else "") + re.escape(tail))
+    digits = r"(?P<id>[0-9a-f]+)" if id_hex else r"(?P<id>[0-9]+)"
+    return re.compile(re.escape(head) + (digits if sep else "") + re.escape(tail))
 
 
 def _k(name: str, crit: str, magic: int | None, msg: type[Message] | None, pattern: str, **kw: Any) -> ImageKind:
@@ -154,7 +157,7 @@ SK_QUEUES = _k(
 )
 TCP_STREAM = _k(
     "tcp-stream", "TCP_STREAM", 0x51465506, net_pb.tcp_stream_entry, "tcp-stream-{id}.img",
-    single=True, payload_fields=("inq_len", "outq_len"),
+    single=True, payload_fields=("inq_len", "outq_len"), id_hex=True,
 )  # fmt: skip
 STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", single=True, prefix=SERVICE_MAGIC)
 

@@ -178,6 +178,14 @@ def _convert(
     return _scalar(field, v, style, hexed)
 
 
+def _render_payload(data: bytes, style: Style) -> Any:
+    if style == "crit":
+        return base64.encodebytes(data).decode()
+    if style == "pretty":
+        return render_bytes(data)
+    return data
+
+
 def image_to_dict(img: images.Image, style: Style = "pretty") -> dict[str, Any]:
     """One image as a dict. crit style matches `crit decode` output (magic, entries, extra)."""
     kind = img.kind
@@ -191,12 +199,15 @@ def image_to_dict(img: images.Image, style: Style = "pretty") -> dict[str, Any]:
     for msg, payload in zip(img.entries, img.payloads):
         d = message_to_dict(msg, style)
         if kind.payload_fields and msg.DESCRIPTOR is kind.message.DESCRIPTOR:  # type: ignore[union-attr]
-            if style == "crit":
-                d["extra"] = base64.encodebytes(payload).decode()
-            elif style == "pretty":
-                d["extra"] = render_bytes(payload)
-            else:
-                d["extra"] = payload
+            if len(kind.payload_fields) == 1:
+                d["extra"] = _render_payload(payload, style)
+            else:  # as crit shows tcp-stream: {"inq": ..., "outq": ...}
+                parts, at = {}, 0
+                for name in kind.payload_fields:
+                    size = getattr(msg, name)
+                    parts[name.removesuffix("_len")] = _render_payload(payload[at : at + size], style)
+                    at += size
+                d["extra"] = parts
         entries.append(d)
     if style == "crit":
         return {"magic": kind.crit_name, "entries": entries}
