@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..criu.build.files import KindWriter
 from ..state import Fd, FileKindName, FileState, OpenFile
@@ -23,6 +23,8 @@ __all__ = [
     "Marks",
     "Saved",
 ]
+
+_S = TypeVar("_S")
 
 # include/uapi/linux/stat.h
 S_IFSOCK = 0o140000
@@ -68,6 +70,15 @@ class ExtractContext:
 
     def cache(self, kind: str) -> dict[int, Any]:
         return self.shared.setdefault(kind, {})
+
+    def once(self, kind: str, key: int, make: Callable[[], _S]) -> _S:
+        """The state of one kernel object that several fds (of several processes) may hold,
+        made by `make` the first time it is met in this dump."""
+        cache = self.cache(kind)
+        if key not in cache:
+            cache[key] = make()
+        state: _S = cache[key]
+        return state
 
 
 #: The state of one open file of the kind, from its ``struct file *``. Raises UnsupportedError

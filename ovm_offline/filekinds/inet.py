@@ -39,7 +39,7 @@ from ..kernel.net.inet import (
     udp_corked,
     udp_queued,
 )
-from ..kernel.net.sock import file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
+from ..kernel.net.sock import file_socket, sk_wmem_alloc_get, socket_sock
 from ..kernel.net.tcp import (
     TCPI_OPT_TIMESTAMPS,
     TCPI_OPT_WSCALE,
@@ -197,7 +197,7 @@ def _udp_as_criu_sees_it(ctx: ExtractContext, sk: Struct, inet: Struct, where: s
     if udp_corked(sk):
         raise UnsupportedError(f"{where} is corked (UDP_CORK)")
     in_diag = bool(inet_sport(inet))  # udp_diag lists the sockets hashed by their port
-    count, size = udp_queued(ctx.prog, sk)
+    count, size = udp_queued(sk)
     if count:
         log.warning(
             "pid %d (%s): %s has %d datagram(s) (%d bytes) queued; they are dropped, as criu dump drops them",
@@ -219,12 +219,7 @@ def _needs_scope_id(addr: list[int]) -> bool:
 
 def extract_inet(ctx: ExtractContext, f: OpenFile, file: Pointer) -> InetSocketState:
     """An IPv4/IPv6 socket's state, read once for all the fds (of all processes) holding it."""
-    cache = ctx.cache("inet")
-    state = cache.get(f.key)
-    if state is None:
-        state = cache[f.key] = inet_socket_state(ctx, file, sock_socket_ino(socket_sock(file_socket(file))))
-    assert isinstance(state, InetSocketState)
-    return state
+    return ctx.once("inet", f.key, lambda: inet_socket_state(ctx, file, f.identity.ino))
 
 
 class InetWriter:

@@ -49,13 +49,7 @@ def extract_pipe(ctx: ExtractContext, f: OpenFile, file: Pointer) -> PipeState:
     """The pipe an end of a pipe or FIFO belongs to, read once for all the files on it."""
     if f.flags & O_DIRECT:
         raise UnsupportedError(f"a packet-mode (O_DIRECT) pipe ({f.identity.path}); CRIU cannot save those either")
-    cache = ctx.cache("pipe")
-    key = int(file_pipe(file))
-    state = cache.get(key)
-    if state is None:
-        state = cache[key] = pipe_state(ctx.prog, file)
-    assert isinstance(state, PipeState)
-    return state
+    return ctx.once("pipe", int(file_pipe(file)), lambda: pipe_state(ctx.prog, file))
 
 
 def _readable(f: OpenFile) -> bool:

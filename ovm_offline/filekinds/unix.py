@@ -144,12 +144,8 @@ def sock_net_inum(sk: Struct, where: str) -> int:
 
 def extract_unix(ctx: ExtractContext, f: OpenFile, file: Pointer) -> UnixSocketState:
     """A UNIX socket's state, read once for all the fds (of all processes) that hold its file."""
-    cache = ctx.cache("unix")
-    state = cache.get(f.key)
-    if state is None:
-        state = cache[f.key] = unix_socket_state(ctx.prog, file, f"a UNIX socket (socket:[{f.identity.ino}])")
-    assert isinstance(state, UnixSocketState)
-    return state
+    where = f"a UNIX socket (socket:[{f.identity.ino}])"
+    return ctx.once("unix", f.key, lambda: unix_socket_state(ctx.prog, file, where))
 
 
 def dangling_peers(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:

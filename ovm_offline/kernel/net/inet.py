@@ -16,7 +16,7 @@ from ...errors import GuestDataError
 from ..core.objects import Struct
 
 if TYPE_CHECKING:
-    from ..core.memory import Program
+    pass
 
 __all__ = [
     "AF_INET",
@@ -134,11 +134,11 @@ def udp_corked(sk: Struct) -> bool:
     return bool(up.corkflag)
 
 
-def udp_queued(prog: Program, sk: Struct) -> tuple[int, int]:
+def udp_queued(sk: Struct) -> tuple[int, int]:
     """The datagrams waiting to be read on a UDP ``struct sock`` (its receive queue and the
     reader queue recvmsg() moves them to) and the bytes udp_diag reports for them
     (``sk_rmem_alloc`` less the ``forward_deficit`` not yet released)."""
-    up = prog.struct("udp_sock", sk.address_)
+    up = sk.prog_.struct("udp_sock", sk.address_)
     count = sk.sk_receive_queue.qlen + up.reader_queue.qlen
     rmem = sk.sk_backlog.rmem_alloc.counter - up.forward_deficit
     return count, max(rmem, 0)

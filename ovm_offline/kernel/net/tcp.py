@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 from ..ds.rbtree import rb_inorder
-from .sock import MAX_QUEUED_SKBS, skb_data, skb_queue, sock_flag, sock_flag_bit
+from .inet import AF_INET, AF_INET6
+from .sock import MAX_QUEUED_SKBS, file_socket, skb_data, skb_queue, sock_flag, sock_flag_bit, socket_sock
 
 if TYPE_CHECKING:
     pass
@@ -42,6 +43,7 @@ TCPI_OPT_ECN, TCPI_OPT_ECN_SEEN, TCPI_OPT_SYN_DATA, TCPI_OPT_USEC_TS = 8, 16, 32
 TCP_ECN_OK, TCP_ECN_SEEN = 1, 8
 TCP_NAGLE_OFF, TCP_NAGLE_CORK = 1, 2
 NSEC_PER_MSEC, NSEC_PER_USEC = 1_000_000, 1_000
+SOCK_STREAM, IPPROTO_TCP, TCP_ESTABLISHED = 1, 6, 1
 U32 = 0xFFFFFFFF
 
 
@@ -70,22 +72,16 @@ class TcpRepairState:
 
 def tcp_sock_of_file(file: Pointer) -> Struct | None:
     """The ``struct sock`` of an established TCP socket ``struct file *``, or None for any
-    other file (a socket's ``f_op`` is socket_file_ops; its ``private_data`` the socket)."""
+    other file (a socket's ``f_op`` is socket_file_ops)."""
+    prog = file.prog_
     f = file.deref()
-    prog = f.prog_
     if not prog.has_symbol("socket_file_ops") or int(f.f_op) != prog.symbol_address("socket_file_ops"):
         return None
-    sock = f.private_data
-    if not sock:
-        return None
-    sk_ptr = prog.struct("socket", int(sock)).sk
-    if not sk_ptr:
-        return None
-    sk = sk_ptr.deref()
+    sk = socket_sock(file_socket(f))
     common = sk.__sk_common
-    if common.skc_family not in (2, 10) or sk.sk_protocol != 6 or sk.sk_type != 1:  # AF_INET(6), TCP, stream
+    if common.skc_family not in (AF_INET, AF_INET6) or (sk.sk_type, sk.sk_protocol) != (SOCK_STREAM, IPPROTO_TCP):
         return None
-    return sk if common.skc_state == 1 else None  # TCP_ESTABLISHED: other states are refused as files
+    return sk if common.skc_state == TCP_ESTABLISHED else None  # other states are refused as files
 
 
 def _tcp_sock(sk: Struct) -> Struct:
