@@ -90,6 +90,7 @@ def recording_key(kernel: kernels.UnpackedKernel, workload: Workload, take: int 
         + ((workload.cpu,) if workload.cpu else ())
         + ((workload.moment, take) if workload.moment != "stopped" else ())
         + ((workload.criu_options,) if workload.criu_options else ())
+        + (() if workload.golden else ("no golden",))
     )
     return cache.digest(
         str(RECORDING_FORMAT),
@@ -189,6 +190,7 @@ def _record_into(
             "HIGH_PID": HIGH_PID,
             "SETTLE": workload.settle_seconds,
             "CRIU_DUMP_OPTS": workload.criu_options,
+            "CRIU_GOLDEN": "yes" if workload.golden else "no",
             "MOMENT": workload.moment,
         },
     )

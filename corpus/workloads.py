@@ -89,6 +89,9 @@ class Workload:
     takes: int = 1
     # options of criu's golden dump and of every restore (e.g. --tcp-established)
     criu_options: str = ""
+    # False for a tree criu dump refuses too (nested namespaces): it is recorded without
+    # golden images, and only a dump's refusal of it is tested
+    golden: bool = True
 
     @property
     def log_name(self) -> str:
@@ -157,6 +160,24 @@ _STOPPED = {
             run_after_restore=2.0,
             description="a PID namespace init and its child in cgroup /ovmbox",
             restore_prepare="mkdir -p /sys/fs/cgroup/ovmbox",
+        ),
+        Workload(
+            "container-uts",
+            "container",
+            ("uts",),
+            root_key="outer_pid",
+            run_after_restore=2.0,
+            description="container plus a UTS namespace of its own with a host and domain name",
+            restore_prepare="mkdir -p /sys/fs/cgroup/ovmbox",
+        ),
+        Workload(
+            "container-unsaved",
+            "container",
+            ("unsaved",),
+            root_key="outer_pid",
+            golden=False,
+            description="container-uts in mount and network namespaces of its own, its child in nested user,"
+            " UTS and time namespaces (a dump must refuse them by name)",
         ),
         Workload(
             "ipc",
@@ -277,6 +298,8 @@ STANDARD = (
     "threads",
     "pipetree",
     "container",
+    "container-uts",
+    "container-unsaved",
     "ipc",
     "shmem",
     "sysvshm",

@@ -21,8 +21,8 @@ from .errors import GuestDataError, NoSuchProcess, OutputError, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
-from .extract.ipc import tree_ipc_namespace
 from .extract.mm import extract_mm
+from .extract.namespaces import NamespaceRefusal, tree_namespaces
 from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
@@ -35,7 +35,7 @@ from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
 from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
-from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
+from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory, TreeNamespaces
 
 __all__ = ["classify"]
 
@@ -175,18 +175,12 @@ def cgroup_dirs(
     prog: Program,
     tree: list[Struct],
     processes: list[ProcessState],
-    root_namespaces: NamespaceIds,
-    refusals: list[Refusal],
 ) -> dict[str, CgroupDir]:
     """The cgroup directories CRIU would save for the tree: the subtree of every cgroup a
     process is in, unless it is criu's own (build.CRIU_CGROUP). Processes in a cgroup
-    namespace of their own are refused: CRIU records their namespace prefix, we cannot yet."""
+    namespace of their own are refused with the tree's namespaces (extract/namespaces.py)."""
     dirs: dict[str, CgroupDir] = {}
     for task, proc in zip(tree, processes):
-        if proc.namespaces.cgroup != root_namespaces.cgroup:
-            why = f"PID {proc.global_pid} ({proc.comm}) is in a cgroup namespace of its own; ovm-offline cannot save those yet"
-            refusals.append(Refusal(proc.global_pid, proc.comm, why))
-            continue
         if proc.cgroup == build.CRIU_CGROUP or proc.cgroup in dirs:
             continue
         d = task_cgroup_dir(prog, task)
@@ -228,12 +222,17 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
     refusals += unencodable_text(processes)
     filekinds.leave_out_dangling_files(processes, refusals)
     root_namespaces = namespace_ids(prog["init_task"])
-    cgroups = cgroup_dirs(prog, tree, processes, root_namespaces, refusals)
     try:
-        ipc = tree_ipc_namespace(prog, tree, processes, root_namespaces.ipc, shared.shmem)
+        namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem)
     except UnsupportedError as e:
-        refusals.append(Refusal(processes[0].global_pid, processes[0].comm, str(e)))
-        ipc = None
+        namespaces, ns_refusals = (
+            TreeNamespaces(),
+            [NamespaceRefusal(processes[0].global_pid, processes[0].comm, str(e))],
+        )
+    refusals += [Refusal(r.pid, r.comm, r.why) for r in ns_refusals]
+    if ns_refusals:
+        return Extraction(tree, processes, shared, None, refusals)
+    cgroups = cgroup_dirs(prog, tree, processes)
     processes[0].ppid = 0  # the dumped tree's root has no parent in the images
     dump_set = build.DumpSet(
         processes=processes,
@@ -241,7 +240,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
         monotonic_ns=timekeeping.ktime_get_ns(prog),
         boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
         cgroups=cgroups,
-        ipc_namespace=ipc,
+        namespaces=namespaces,
     )
     return Extraction(tree, processes, shared, dump_set, refusals)
 
@@ -265,7 +264,7 @@ def dump(
     started = time.monotonic()
     extraction = extract_tree(prog, find_task(prog, pid))
     skipped = decide(extraction.refusals, skip_unsupported)
-    assert extraction.dump_set is not None  # decide() raised if a process could not be extracted
+    assert extraction.dump_set is not None  # decide() raised if a process or a namespace could not be saved
     extraction.dump_set.network_lock = network_lock
     processes, shared = extraction.processes, extraction.shared
     stats = PagesStats()

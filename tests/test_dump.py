@@ -17,9 +17,9 @@ from tests.support.checks import assert_one_line_failure
 from tests.support.cli import dump_from, ovm, tree_digest
 
 KERNELS = list(kernels.KERNELS)
-# every standard workload: single processes, threads, process trees with pipes, a container, IPC of every
-# kind the corpus has (FIFOs, UNIX sockets, shared and System V memory, eventfd/signalfd/timerfd/epoll),
-# IPv4/IPv6 TCP listeners and UDP sockets
+# every standard workload: single processes, threads, process trees with pipes, a container (with a
+# UTS namespace of its own too), IPC of every kind the corpus has (FIFOs, UNIX sockets, shared and
+# System V memory, eventfd/signalfd/timerfd/epoll), IPv4/IPv6 TCP listeners and UDP sockets
 WORKLOADS = [
     "counter",
     "counter-la57",
@@ -30,6 +30,7 @@ WORKLOADS = [
     "threads",
     "pipetree",
     "container",
+    "container-uts",
     "ipc",
     "shmem",
     "sysvshm",

@@ -16,6 +16,7 @@ from ovm_offline.errors import ExitCode, GuestDataError, UnsupportedError
 from ovm_offline.kernel.cpu.regs import task_user_regs
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.mm.mmap import for_each_vma, vma_file
+from ovm_offline.kernel.ns.uts import task_uts_ns
 from ovm_offline.kernel.task.tasks import find_task, for_each_process, task_state, thread_group
 from ovm_offline.kernel.task.timers import clock_now, hrtimer_clock_id, task_sleep_hrtimer
 from tests.support.checks import assert_one_line_failure
@@ -335,3 +336,23 @@ def test_a_pid_number_no_kernel_hands_out_is_bad_guest_data(recording, tmp_path,
         return "holds PID -1, outside 0..4194304"
 
     _assert_refused(rec, negative_pid, GuestDataError, tmp_path / "images")
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_host_name_that_is_not_utf8_is_refused_by_name(recording, tmp_path, kernel):
+    """utsns-N.img holds the host name as a protobuf string: a guest's sethostname takes any
+    bytes, so b'ovm\\xffox' is refused naming the process and the bytes, never an encoding
+    error, and nothing is written."""
+    rec = recording(kernel, "container-uts")
+    pid = rec.manifest["root_pid"]
+
+    def mutate(source, prog):
+        name = task_uts_ns(find_task(prog, pid)).name.nodename
+        assert name.string_() == b"ovmbox"
+        source.patch_virtual(prog, name.address_, b"ovm\xffox")
+        return re.escape(
+            f"PID {pid} (container) has a host name that is not valid UTF-8 (b'ovm\\xffox'),"
+            " which CRIU's utsns image cannot hold"
+        )
+
+    _assert_refused(rec, mutate, UnsupportedError, tmp_path / "images")

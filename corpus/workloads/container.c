@@ -1,5 +1,12 @@
 /* cflags: */
-/* container - a PID namespace init plus one child, inside cgroup /ovmbox.
+/* container [uts|unsaved] - a PID namespace init plus one child, inside cgroup /ovmbox.
+ *
+ * uts:     the init also has a UTS namespace of its own, with host name ovmbox and domain
+ *          name ovm.example set before READY; both processes check uname(2) after restore.
+ * unsaved: as uts, plus mount and network namespaces of the init's own, and K unshares a
+ *          time namespace (for children it never forks) and a user namespace with a UTS
+ *          namespace of its own: namespaces a dump must refuse by name (criu cannot dump
+ *          the nested ones either, so this mode has no golden images).
  *
  * Launcher L (setsid):  mkdir <cgroot>/ovmbox (EEXIST ok), move itself there,
  *   unshare(CLONE_NEWPID), fork the namespace init I, wait for I to report
@@ -25,14 +32,29 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/time.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #define CGNAME "ovmbox"
+#define HOSTNAME "ovmbox"
+#define DOMAINNAME "ovm.example"
+
+static const char *mode = "";
+static int own_uts(void) { return strcmp(mode, "uts") == 0 || strcmp(mode, "unsaved") == 0; }
 
 static volatile sig_atomic_t ticks;
 static void on_alarm(int sig) { (void)sig; ticks++; }
 
-struct reply { int32_t pid; int32_t cgroup_ok; int32_t outer_pid; };
+struct reply { int32_t pid; int32_t cgroup_ok; int32_t outer_pid; int32_t uts_ok; };
+
+/* 1 if uname(2) reports the names the init set (or, without a UTS namespace of our own, any). */
+static int uts_names_ok(void)
+{
+	struct utsname u;
+	if (!own_uts())
+		return 1;
+	return uname(&u) == 0 && strcmp(u.nodename, HOSTNAME) == 0 && strcmp(u.domainname, DOMAINNAME) == 0;
+}
 
 /* 1 if the unified-hierarchy line of /proc/self/cgroup is "0::/ovmbox". */
 static int in_cgroup(void)
@@ -69,6 +91,13 @@ static void child_k(int req_fd, int rep_fd)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (strcmp(mode, "unsaved") == 0) {
+		/* EINVAL: a kernel without time namespaces; the dump then has one refusal less */
+		if (unshare(CLONE_NEWTIME) < 0 && errno != EINVAL)
+			_exit(3);
+		if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) < 0)
+			_exit(4);
+	}
 	char c;
 	for (;;) {
 		ssize_t r = read(req_fd, &c, 1);
@@ -76,7 +105,7 @@ static void child_k(int req_fd, int rep_fd)
 			continue;
 		if (r <= 0)
 			_exit(0);
-		struct reply rep = { getpid(), in_cgroup(), outer_pid() };
+		struct reply rep = { getpid(), in_cgroup(), outer_pid(), uts_names_ok() };
 		if (write_full(rep_fd, &rep, sizeof(rep)) < 0)
 			_exit(1);
 	}
@@ -112,6 +141,10 @@ static void ns_init(int ready_fd)
 	install_handler(SIGALRM, on_alarm, SA_RESTART);
 	install_handler(SIGUSR1, on_usr1, 0);
 
+	if (own_uts() && (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0 ||
+			  setdomainname(DOMAINNAME, strlen(DOMAINNAME)) < 0))
+		setup_fail("setting the host and domain names");
+
 	int req[2], rep[2];
 	if (pipe(req) < 0 || pipe(rep) < 0)
 		setup_fail("pipe");
@@ -130,8 +163,8 @@ static void ns_init(int ready_fd)
 	struct reply r;
 	if (getpid() != 1)
 		setup_fail("init has inner pid %d", (int)getpid());
-	if (ask_k(req[1], rep[0], &r) < 0 || r.pid != 2 || !r.cgroup_ok)
-		setup_fail("child K: pid=%d cgroup_ok=%d", r.pid, r.cgroup_ok);
+	if (ask_k(req[1], rep[0], &r) < 0 || r.pid != 2 || !r.cgroup_ok || !r.uts_ok)
+		setup_fail("child K: pid=%d cgroup_ok=%d uts_ok=%d", r.pid, r.cgroup_ok, r.uts_ok);
 	if (!in_cgroup())
 		setup_fail("init not in cgroup /%s", CGNAME);
 
@@ -163,8 +196,10 @@ static void ns_init(int ready_fd)
 			append(err, sizeof(err), "child K gone (waitpid=%d status=0x%x); ", (int)w, st);
 		else if (ask_k(req[1], rep[0], &r) < 0)
 			append(err, sizeof(err), "child K does not answer; ");
-		else if (r.pid != 2 || !r.cgroup_ok)
-			append(err, sizeof(err), "child K pid=%d cgroup_ok=%d; ", r.pid, r.cgroup_ok);
+		else if (r.pid != 2 || !r.cgroup_ok || !r.uts_ok)
+			append(err, sizeof(err), "child K pid=%d cgroup_ok=%d uts_ok=%d; ", r.pid, r.cgroup_ok, r.uts_ok);
+		if (!uts_names_ok())
+			append(err, sizeof(err), "init's uname is not %s/%s; ", HOSTNAME, DOMAINNAME);
 		/* The interval timer must still be ticking (relative sleep only;
 		 * SIGALRM is unblocked for the duration). */
 		sigset_t alrm;
@@ -185,9 +220,13 @@ static void ns_init(int ready_fd)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	setsid();
+	if (argc > 1)
+		mode = argv[1];
+	if (*mode && !own_uts())
+		setup_fail("unknown mode %s", mode);
 
 	const char *cgroot = getenv("OVM_CGROUP_ROOT");
 	if (!cgroot || !*cgroot)
@@ -206,8 +245,13 @@ int main(void)
 	if (!in_cgroup())
 		setup_fail("launcher not in /%s after joining", CGNAME);
 
-	if (unshare(CLONE_NEWPID) < 0)
-		setup_fail("unshare(CLONE_NEWPID)");
+	int flags = CLONE_NEWPID;
+	if (own_uts())
+		flags |= CLONE_NEWUTS;
+	if (strcmp(mode, "unsaved") == 0)
+		flags |= CLONE_NEWNS | CLONE_NEWNET;
+	if (unshare(flags) < 0)
+		setup_fail("unshare(0x%x)", flags);
 	int ready[2];
 	if (pipe(ready) < 0)
 		setup_fail("pipe");
@@ -240,7 +284,7 @@ int main(void)
 		errno = 0;
 		setup_fail("namespace init did not come up");
 	}
-	say("READY outer_pid=%d child_outer_pid=%d inner_pid=1 child_inner_pid=2 cgroup=/%s",
-	    (int)init, kouter, CGNAME);
+	say("READY outer_pid=%d child_outer_pid=%d inner_pid=1 child_inner_pid=2 cgroup=/%s uts=%s",
+	    (int)init, kouter, CGNAME, own_uts() ? HOSTNAME : "-");
 	return 0;	/* leave: the init is reparented and becomes the tree root */
 }

@@ -19,13 +19,13 @@ from ..kernel.ns.ipc import (
     task_ipc_ns,
 )
 from ..kernel.ns.nsproxy import ns_inum
-from ..state import IpcNamespaceState, IpcShmSegment, ProcessState, SharedMemory
+from ..state import IpcNamespaceState, IpcShmSegment, SharedMemory
 from .shmem import shared_memory_of
 
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
 
-__all__ = ["extract_ipc_namespace", "tree_ipc_namespace"]
+__all__ = ["extract_ipc_namespace", "task_ipc_ns"]
 
 
 def _next_id(ids: Struct) -> int | None:
@@ -111,29 +111,3 @@ def shm_segments(prog: Program, shm_ids: Struct, inum: int, cache: dict[int, Sha
             )
         )
     return segments
-
-
-def tree_ipc_namespace(
-    prog: Program,
-    tree: list[Struct],
-    processes: list[ProcessState],
-    host_ipc_inum: int | None,
-    cache: dict[int, SharedMemory],
-) -> IpcNamespaceState | None:
-    """The IPC namespace CRIU saves for a process tree (``struct task_struct`` list `tree`,
-    root first, and their `ProcessState`s): the root's, when it is not the host's (init's);
-    None otherwise. Processes of the tree in another IPC namespace than the root's are
-    refused, as CRIU cannot restore nested IPC namespaces either."""
-    root_inum = processes[0].namespaces.ipc
-    strays = [f"PID {p.global_pid} ({p.comm})" for p in processes[1:] if p.namespaces.ipc != root_inum]
-    if strays:
-        raise UnsupportedError(
-            f"{', '.join(strays)} in another IPC namespace than the root PID"
-            f" {processes[0].global_pid}: nested IPC namespaces cannot be saved"
-        )
-    if root_inum == host_ipc_inum:
-        return None
-    ns = task_ipc_ns(tree[0])
-    if ns is None:
-        raise GuestDataError(f"PID {processes[0].global_pid} has no nsproxy (it is exiting)")
-    return extract_ipc_namespace(prog, ns, cache)

@@ -11,7 +11,16 @@ from __future__ import annotations
 from .cpu import REGISTER_NAMES, FpuState, Registers, TlsEntry
 from .files import Fd, FileKindName, FileState, FsState, OpenFile, Owner
 from .mm import FileIdentity, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
-from .ns import CgroupDir, CgroupPerms, CgroupProperty, IpcNamespaceState, IpcShmSegment, NamespaceIds
+from .ns import (
+    CgroupDir,
+    CgroupPerms,
+    CgroupProperty,
+    IpcNamespaceState,
+    IpcShmSegment,
+    NamespaceIds,
+    TreeNamespaces,
+    UtsNamespaceState,
+)
 from .process import ProcessState, TaskStateName
 from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SigAction, ThreadState
 
@@ -34,6 +43,8 @@ __all__ = [
     "Itimer",
     "MmState",
     "NamespaceIds",
+    "TreeNamespaces",
+    "UtsNamespaceState",
     "OpenFile",
     "Owner",
     "PageRun",

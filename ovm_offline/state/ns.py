@@ -7,7 +7,16 @@ from dataclasses import field
 
 from .mm import SharedMemory
 
-__all__ = ["CgroupPerms", "CgroupProperty", "CgroupDir", "NamespaceIds", "IpcShmSegment", "IpcNamespaceState"]
+__all__ = [
+    "CgroupPerms",
+    "CgroupProperty",
+    "CgroupDir",
+    "NamespaceIds",
+    "IpcShmSegment",
+    "IpcNamespaceState",
+    "TreeNamespaces",
+    "UtsNamespaceState",
+]
 
 
 @dataclasses.dataclass
@@ -97,3 +106,21 @@ class IpcNamespaceState:
     sem_next_id: int | None = None
     shm_next_id: int | None = None
     shm_segments: list[IpcShmSegment] = field(default_factory=list)
+
+
+@dataclasses.dataclass
+class UtsNamespaceState:
+    """The tree's own UTS namespace, as utsns-N.img holds it: what uname(2) reports in it."""
+
+    inum: int
+    nodename: str
+    domainname: str
+
+
+@dataclasses.dataclass
+class TreeNamespaces:
+    """The namespaces of its own a dumped tree lives in and CRIU saves (None: the tree shares
+    the guest's, which CRIU leaves to the restoring system)."""
+
+    ipc: IpcNamespaceState | None = None
+    uts: UtsNamespaceState | None = None

@@ -1,7 +1,7 @@
 """Turn extracted process state (ovm_offline.state) into CRIU 3.17 image messages and files,
 one module per image family: task (core), mm (mm, pagemap, shared memory), files (files,
-fdinfo, tty-info, pipe and FIFO data), net (UNIX sockets, sk-queues), ns (ids, IPC and time
-namespaces), cgroup. `write_dump` writes them all in CRIU's order.
+fdinfo, tty-info, pipe and FIFO data), net (UNIX sockets, sk-queues), ns (ids, IPC, UTS and
+time namespaces), cgroup. `write_dump` writes them all in CRIU's order.
 
 Ids follow CRIU's own numbering, so our images read like `criu dump`'s: kernel objects
 (mm, files table, fs, sighand) get ids in the order they are met with 1 reserved for criu's
@@ -20,13 +20,13 @@ from typing import Any, cast
 
 from google.protobuf.message import Message
 
-from ...state import CgroupDir, IpcNamespaceState, NamespaceIds, ProcessState, SharedMemory
+from ...state import CgroupDir, NamespaceIds, ProcessState, SharedMemory, TreeNamespaces
 from .. import images
 from .cgroup import CRIU_CGROUP, CgroupSets
 from .common import F, T, Written
 from .files import FD_CLOEXEC, FileTable, KindWriter
 from .mm import ShmemImages, mm_entry, pagemap_entries
-from .ns import ObjectIds, timens_entry, write_ipc_namespace
+from .ns import ObjectIds, timens_entry, utsns_entry, write_ipc_namespace
 from .task import core
 
 __all__ = ["CRIU_CGROUP", "DumpSet", "PagesWriter", "ShmemPagesWriter", "Written", "write_dump"]
@@ -52,8 +52,9 @@ class DumpSet:
     boottime_ns: int
     # cgroup path -> its directory subtree, for every cgroup of a process other than CRIU_CGROUP
     cgroups: dict[str, CgroupDir] = dataclasses.field(default_factory=dict)
-    # the tree's own IPC namespace (None when it shares the host's, which CRIU does not save)
-    ipc_namespace: IpcNamespaceState | None = None
+    # the tree's own namespaces CRIU saves (the IPC and UTS ones it shares with the guest's
+    # init, CRIU does not save)
+    namespaces: TreeNamespaces = dataclasses.field(default_factory=TreeNamespaces)
     # how `criu restore` keeps restored TCP connections quiet until they are whole: "iptables"
     # (criu's default) or "nftables"; the restoring system needs that tool
     network_lock: str = "iptables"
@@ -149,9 +150,11 @@ class _Writer:
         cgroup = self.cg_sets.image(self.cg_sets.set_of(dump.processes[0]))
         if cgroup is not None:
             self.put(images.CGROUP, [cgroup])
-        if dump.ipc_namespace is not None:
-            ns_image_id = self.ids.ns("ipc", dump.ipc_namespace.inum)
-            write_ipc_namespace(dump.ipc_namespace, ns_image_id, self.shmem, self.put)
+        ns = dump.namespaces
+        if ns.uts is not None:
+            self.put(images.UTSNS, [utsns_entry(ns.uts)], self.ids.ns("uts", ns.uts.inum))
+        if ns.ipc is not None:
+            write_ipc_namespace(ns.ipc, self.ids.ns("ipc", ns.ipc.inum), self.shmem, self.put)
         self.put(images.SECCOMP, [T.seccomp_entry()])
         self.put(images.TIMENS, [timens_entry(dump.monotonic_ns, dump.boottime_ns)], 0)
 

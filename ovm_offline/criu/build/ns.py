@@ -1,17 +1,17 @@
 """Namespaces: the ids CRIU gives kernel objects and namespaces (ids-PID.img, the
-inventory's root_ids), the tree's own IPC namespace (ipcns-var, ipcns-shm) and the time
-namespace's clocks (timens)."""
+inventory's root_ids), the tree's own IPC namespace (ipcns-var, ipcns-shm) and UTS namespace
+(utsns), and the time namespace's clocks (timens)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...state import IpcNamespaceState, NamespaceIds, ProcessState
+from ...state import IpcNamespaceState, NamespaceIds, ProcessState, UtsNamespaceState
 from .. import images
 from .common import N, T
 from .mm import ShmemImages
 
-__all__ = ["NS_ORDER", "ObjectIds", "timens_entry", "write_ipc_namespace"]
+__all__ = ["NS_ORDER", "ObjectIds", "timens_entry", "utsns_entry", "write_ipc_namespace"]
 
 #: the order criu collects its own namespaces in, which numbers them
 NS_ORDER = ("pid", "net", "ipc", "uts", "time", "mnt", "user", "cgroup")
@@ -66,6 +66,11 @@ def timens_entry(monotonic_ns: int, boottime_ns: int) -> N.timens_entry:
         monotonic=N.timespec(tv_sec=monotonic_ns // NSEC_PER_SEC, tv_nsec=monotonic_ns % NSEC_PER_SEC),
         boottime=N.timespec(tv_sec=boottime_ns // NSEC_PER_SEC, tv_nsec=boottime_ns % NSEC_PER_SEC),
     )
+
+
+def utsns_entry(ns: UtsNamespaceState) -> N.utsns_entry:
+    """utsns-N.img (uts_ns.c dump_uts_ns): what uname(2) reports in the tree's namespace."""
+    return N.utsns_entry(nodename=ns.nodename, domainname=ns.domainname)
 
 
 def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemImages, put: Callable[..., None]) -> None:

@@ -198,6 +198,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "tcp_sock.rcv_nxt tcp_sock.rcv_wnd tcp_sock.rcv_wup tcp_sock.repair tcp_sock.snd_nxt tcp_sock.snd_una "
         "tcp_sock.snd_wl1 tcp_sock.snd_wnd tcp_sock.syn_data_acked tcp_sock.tcp_clock_cache tcp_sock.tcp_usec_ts "
         "tcp_sock.tsoffset tcp_sock.urg_data tcp_sock.write_seq "
+        "uid_gid_extent.count uid_gid_extent.first uid_gid_extent.lower_first uid_gid_map.nr_extents"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -216,7 +217,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "array of integer": (
         "cpuinfo_x86.x86_capability ipc_namespace.sem_ctls kernel_cap_t.cap ktermios.c_cc "
-        "mm_struct.saved_auxv sigset_t.sig task_struct.comm"
+        "mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig task_struct.comm"
     ),
     "pointer to void": (
         "file.private_data maple_tree.ma_root task_struct.stack vdso_image.data "
@@ -297,6 +298,10 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct unix_address": "unix_sock.addr",
     "pointer to struct user_namespace": "cred.user_ns",
     "pointer to struct uts_namespace": "nsproxy.uts_ns",
+    "struct new_utsname": "uts_namespace.name",
+    "struct uid_gid_map": "user_namespace.gid_map user_namespace.uid_map",
+    "array of struct uid_gid_extent": "uid_gid_map.extent",
+    "pointer to struct uid_gid_extent": "uid_gid_map.forward",
     "pointer to struct vdso_image": "mm_context_t.vdso_image",
     "pointer to struct vfsmount": "path.mnt",
     "pointer to struct vm_operations_struct": "vm_area_struct.vm_ops",

@@ -1,0 +1,171 @@
+"""The namespaces a dumped tree lives in, decided as CRIU 3.17 decides them (namespaces.c).
+
+A namespace the tree's root shares with the guest's init is left to the restoring system. One
+the root has of its own is saved, and restore makes it anew for the whole tree. A process of
+the tree in any other namespace of a kind is "nested": CRIU refuses that for every kind but
+mount and network namespaces, and ovm-offline refuses it for every kind. One row per kind says
+how the root's own namespace of that kind is saved, or that it cannot be saved yet; a tree
+that lives in one is refused by name, never written with ids that name a namespace no image
+describes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..errors import GuestDataError
+from ..kernel.core.objects import Struct
+from ..kernel.ns.nsproxy import NamespaceInodes, task_namespaces
+from ..kernel.ns.uts import task_uts_ns, uts_domainname, uts_nodename
+from ..state import IpcNamespaceState, ProcessState, SharedMemory, TreeNamespaces, UtsNamespaceState
+from .ipc import extract_ipc_namespace, task_ipc_ns
+
+if TYPE_CHECKING:
+    from ..kernel.core.memory import Program
+
+__all__ = ["NAMESPACE_KINDS", "NamespaceKind", "NamespaceRefusal", "tree_namespaces"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NamespaceRefusal:
+    """Why the namespaces of process `pid` (global) keep the tree from being saved."""
+
+    pid: int
+    comm: str
+    why: str
+
+
+@dataclasses.dataclass
+class TreeContext:
+    """What a kind's saver reads: the tree (``struct task_struct``, root first) and its
+    ProcessStates, and the shmem files already extracted (System V segments share them)."""
+
+    prog: Program
+    tree: list[Struct]
+    processes: list[ProcessState]
+    shmem: dict[int, SharedMemory]
+    refusals: list[NamespaceRefusal]
+
+    def refuse(self, proc: ProcessState, why: str) -> None:
+        self.refusals.append(NamespaceRefusal(proc.global_pid, proc.comm, f"PID {proc.global_pid} ({proc.comm}) {why}"))
+
+
+@dataclasses.dataclass(frozen=True)
+class NamespaceKind:
+    """A kind of namespace: `name` as /proc/PID/ns/NAME and NamespaceInodes call it, the words
+    an error uses, and `save`, which reads the root's own namespace of the kind (returning
+    what TreeNamespaces keeps of it, or None when the images need nothing more than the ids),
+    or None while ovm-offline cannot save one."""
+
+    name: str
+    words: str
+    save: Callable[[TreeContext], object] | None
+    # a process may unshare one for the children it forks next (nsproxy *_for_children)
+    for_children: str | None = None
+
+
+def _root_task_ns(ctx: TreeContext, get, what: str):
+    ns = get(ctx.tree[0])
+    if ns is None:
+        raise GuestDataError(f"PID {ctx.processes[0].global_pid} has no {what} (it is exiting)")
+    return ns
+
+
+def _save_pid(ctx: TreeContext) -> None:
+    """The pstree's pids are the root's PID namespace's, and restore makes the root that
+    namespace's init: so the root must be it (CRIU: "Can't dump a pid namespace without the
+    process init")."""
+    root = ctx.processes[0]
+    if root.pid != 1:
+        ctx.refuse(
+            root,
+            f"is PID {root.pid} of a PID namespace of its own; only a namespace's init (PID 1) can be dumped with it",
+        )
+    return None
+
+
+def _save_ipc(ctx: TreeContext) -> IpcNamespaceState:
+    return extract_ipc_namespace(ctx.prog, _root_task_ns(ctx, task_ipc_ns, "IPC namespace"), ctx.shmem)
+
+
+def _text(ctx: TreeContext, value: bytes, what: str) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        ctx.refuse(
+            ctx.processes[0], f"has a {what} that is not valid UTF-8 ({value!r}), which CRIU's utsns image cannot hold"
+        )
+        return ""
+
+
+def _save_uts(ctx: TreeContext) -> UtsNamespaceState:
+    ns = _root_task_ns(ctx, task_uts_ns, "UTS namespace")
+    return UtsNamespaceState(
+        inum=ns.ns.inum,
+        nodename=_text(ctx, uts_nodename(ns), "host name"),
+        domainname=_text(ctx, uts_domainname(ns), "domain name"),
+    )
+
+
+#: in CRIU's order (NS_ORDER), which numbers the namespaces in the images
+NAMESPACE_KINDS = (
+    NamespaceKind("pid", "PID namespace", _save_pid, for_children="pid_for_children"),
+    NamespaceKind("net", "network namespace", None),
+    NamespaceKind("ipc", "IPC namespace", _save_ipc),
+    NamespaceKind("uts", "UTS namespace", _save_uts),
+    NamespaceKind("time", "time namespace", None, for_children="time_for_children"),
+    NamespaceKind("mnt", "mount namespace", None),
+    NamespaceKind("user", "user namespace", None),
+    NamespaceKind("cgroup", "cgroup namespace", None),
+)
+
+
+def tree_namespaces(
+    prog: Program, tree: list[Struct], processes: list[ProcessState], shmem: dict[int, SharedMemory]
+) -> tuple[TreeNamespaces, list[NamespaceRefusal]]:
+    """The namespaces of its own tree `tree` (``struct task_struct`` list, root first, with
+    their ProcessStates) lives in, as the images save them, and every refusal: a namespace of
+    the root's that ovm-offline cannot save, a process in another namespace than the root's
+    (nested), a process that unshared a PID or time namespace for children it has not forked."""
+    init = task_namespaces(prog["init_task"])
+    inodes: list[NamespaceInodes] = [task_namespaces(t) for t in tree]
+    ctx = TreeContext(prog, tree, processes, shmem, [])
+    saved = TreeNamespaces()
+    for proc, ns in zip(processes, inodes):
+        if ns.mnt is None:  # every kernel has mount namespaces: it dropped its nsproxy
+            ctx.refuse(proc, "is exiting: it has left its namespaces")
+    if ctx.refusals:
+        return saved, ctx.refusals
+    for kind in NAMESPACE_KINDS:
+        root_inum = getattr(inodes[0], kind.name)
+        for proc, ns in zip(processes[1:], inodes[1:]):
+            inum = getattr(ns, kind.name)
+            if inum != root_inum:
+                ctx.refuse(
+                    proc,
+                    f"is in another {kind.words} ({kind.name}:[{inum}]) than the dumped tree's root"
+                    f" PID {processes[0].global_pid} ({kind.name}:[{root_inum}]): nested {kind.words}s cannot be saved",
+                )
+        if kind.for_children is not None:
+            for proc, ns in zip(processes, inodes):
+                later = getattr(ns, kind.for_children)
+                if later is not None and later != getattr(ns, kind.name):
+                    ctx.refuse(
+                        proc,
+                        f"has unshared a {kind.words} ({kind.name}:[{later}]) for the children it forks next;"
+                        f" ovm-offline cannot save that",
+                    )
+        if root_inum == getattr(init, kind.name):
+            continue
+        if kind.save is None:
+            ctx.refuse(
+                processes[0],
+                f"is in a {kind.words} of its own ({kind.name}:[{root_inum}]); ovm-offline cannot save {kind.words}s yet",
+            )
+            continue
+        value = kind.save(ctx)
+        if value is not None:
+            setattr(saved, kind.name, value)
+    return saved, ctx.refusals

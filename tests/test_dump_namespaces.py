@@ -1,0 +1,78 @@
+"""Namespaces of a dumped tree: a UTS namespace of the tree's own is saved as criu saves it
+(utsns-N.img, restored with its names: tests/test_dump.py runs container-uts through every
+gate), and a tree in namespaces ovm-offline cannot save is refused by name, every one of them
+in one error, before anything is written (container-unsaved: mount and network namespaces of
+its own, a child in nested user, UTS and time namespaces)."""
+
+from __future__ import annotations
+
+import pytest
+
+from corpus import kernels
+from ovm_offline.criu import images
+from ovm_offline.errors import ExitCode
+from tests.support.checks import assert_one_line_failure
+from tests.support.cli import ovm
+
+KERNELS = list(kernels.KERNELS)
+pytestmark = pytest.mark.guest
+
+
+def _ids(directory, pid: int):
+    return images.read_image(directory / images.IDS.filename(pid)).entries[0]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_trees_own_uts_namespace_is_saved_with_its_names(dumped, recording, kernel):
+    out = dumped(kernel, "container-uts")
+    root, child = _ids(out, 1), _ids(out, 2)
+    assert root.uts_ns_id == child.uts_ns_id
+    inventory = images.read_image(out / images.INVENTORY.filename()).entries[0]
+    assert root.uts_ns_id != inventory.root_ids.uts_ns_id, "the tree's UTS namespace is not the guest's"
+    uts = images.read_image(out / images.UTSNS.filename(root.uts_ns_id)).entries
+    assert [(e.nodename, e.domainname) for e in uts] == [("ovmbox", "ovm.example")]
+    # and what the guest itself said of the namespace
+    rec = recording(kernel, "container-uts")
+    procs = {p["pid"]: p for p in rec.manifest["processes"]}
+    init = procs[rec.manifest["root_pid"]]
+    assert init["ns"]["uts"] != procs[1]["ns"]["uts"]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_tree_sharing_the_guests_uts_namespace_has_no_utsns_image(dumped, kernel):
+    out = dumped(kernel, "container")
+    assert not list(out.glob("utsns-*.img"))
+    inventory = images.read_image(out / images.INVENTORY.filename()).entries[0]
+    assert _ids(out, 1).uts_ns_id == inventory.root_ids.uts_ns_id
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_namespaces_that_cannot_be_saved_are_each_refused_by_name(recording, tmp_path, kernel):
+    rec = recording(kernel, "container-unsaved")
+    m = rec.manifest
+    init = m["root_pid"]
+    (child,) = [p for p in m["members"] if p != init]
+    procs = {p["pid"]: p for p in m["processes"]}
+    ns_init, ns_child = procs[init]["ns"], procs[child]["ns"]
+    out = tmp_path / "out"
+    for source in (rec.elf, *rec.kdumps.values(), rec.live_dir):
+        result = ovm("dump", str(source), "--pid", str(init), "-D", str(out))
+        assert result.returncode == ExitCode.UNSUPPORTED
+        needles = [
+            f"PID {init} (container) is in a mount namespace of its own (mnt:[{ns_init['mnt']}]);"
+            " ovm-offline cannot save mount namespaces yet",
+            f"PID {init} (container) is in a network namespace of its own (net:[{ns_init['net']}])",
+            f"PID {child} (container) is in another UTS namespace (uts:[{ns_child['uts']}]) than the dumped tree's"
+            f" root PID {init} (uts:[{ns_init['uts']}]): nested UTS namespaces cannot be saved",
+            f"PID {child} (container) is in another user namespace (user:[{ns_child['user']}])",
+        ]
+        if "time_for_children" in ns_child and ns_child["time_for_children"] != ns_child["time"]:
+            needles.append(
+                f"PID {child} (container) has unshared a time namespace (time:[{ns_child['time_for_children']}])"
+                " for the children it forks next"
+            )
+        assert_one_line_failure(result, *needles)
+        # what can be saved is not named: the tree's own PID and UTS namespaces, its child's IPC one
+        assert "PID namespace" not in result.stderr and "IPC namespace" not in result.stderr
+        assert "UTS namespace of its own" not in result.stderr
+        assert not out.exists() and list(tmp_path.iterdir()) == []
