@@ -201,6 +201,12 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     help="What `criu restore` blocks TCP connections with while it restores them (criu's --network-lock;"
     " the restoring system needs that tool).",
 )
+@click.option(
+    "--precopy",
+    is_flag=True,
+    help="With --live --qmp: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
+    " snapshot beside -D) and stop it only for the last pages; --mem is not needed.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(
     source,
@@ -215,6 +221,7 @@ def dump(
     directory,
     force,
     network_lock,
+    precopy,
     quiet,
 ) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
@@ -223,6 +230,7 @@ def dump(
     ovm-offline dump guest.elf --pid 10000 -D images/
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
+    ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock -t 10000 -D images/
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     """
@@ -231,10 +239,13 @@ def dump(
 
     if (pid is None) == (container is None):
         raise click.UsageError("give either --pid or --container")
+    if precopy and (not live or not qmp or source or vcpu_state):
+        raise click.UsageError("--precopy takes --live --qmp SOCKET (and no SOURCE)")
     if not directory:
         raise click.BadParameter("the images directory name is empty", param_hint="-D")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
-    with opened_source(source, live, qmp, mem, vcpu_state) as src:
+    opened = precopied_source(directory, qmp, quiet) if precopy else None
+    with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
         prog = inventory_open_kernel(src, symbol_dirs)
         bar = None
         if not quiet and sys.stderr.isatty():
@@ -261,6 +272,21 @@ def dump(
     if not quiet:
         for line in summary.lines():
             click.echo(printable(line), err=True)
+
+
+@contextlib.contextmanager
+def precopied_source(directory: str, qmp: str, quiet: bool):
+    """A pre-copy snapshot of the guest behind `qmp`, beside the images directory while the dump
+    reads it."""
+    from .output import scratch_directory
+    from .sources.precopy import precopy_snapshot
+
+    with scratch_directory(directory, "precopy") as snapshot:
+        report = precopy_snapshot(qmp, snapshot)
+        if not quiet:
+            click.echo(report.line(), err=True)
+        with sources.open_source(snapshot) as opened:
+            yield opened
 
 
 def inventory_open_kernel(src, symbol_dirs):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .errors import OutputError, OutputExistsError, OvmError
 
-__all__ = ["atomic_directory", "check_target", "remove_abandoned_partials"]
+__all__ = ["atomic_directory", "check_target", "remove_abandoned_partials", "scratch_directory"]
 
 log = logging.getLogger("ovm_offline")
 
@@ -132,6 +132,26 @@ def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Ite
     except BaseException:
         _remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def scratch_directory(target: str | os.PathLike[str], purpose: str) -> Iterator[Path]:
+    """An empty directory beside `target` for what one run needs only while it runs (a
+    pre-copy snapshot of guest RAM: the same file system as the images, and no copy of guest
+    memory anywhere else), removed when it ends. It is named as partial output, so a later run
+    removes it if this one is killed."""
+    target = Path(target).absolute()
+    tmp: Path | None = None
+    try:
+        with _signals_held():
+            tmp = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-{purpose}", dir=target.parent))
+        yield tmp
+    except OSError as exc:
+        if exc.errno not in _FULL_OR_READ_ONLY:
+            raise
+        raise OutputError.writing(exc.filename or tmp or target, exc) from None
+    finally:
+        _remove(tmp)
 
 
 def _remove(partial: Path | None) -> None:

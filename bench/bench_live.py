@@ -1,0 +1,110 @@
+"""Benchmark how long `dump --live` stops a running guest, with and without `--precopy`.
+
+    python bench/bench_live.py [--kernel 6.1] [--sizes 0,64,1024]
+
+For each size, a guest runs memhog of that many MiB (not stopped: as a user's VM runs) and is
+dumped live twice, one after the other: the one-pause dump (stopped for the whole dump, page
+copy included) and the pre-copy dump (guest RAM streams while it runs; stopped only for QEMU's
+last round and our register read). The pause of each comes from the tool's own report: the
+one-pause dump times its stop..cont, the pre-copy dump reads QEMU's STOP and RESUME events.
+memhog writes its pages once and then sleeps: the guest dirties almost nothing meanwhile.
+Sizes above 1024 need guest RAM of about 2.5x the size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from corpus import initramfs, kernels, recorder  # noqa: E402
+from corpus.workloads import get_workload  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _memhog(mib: int):
+    base = get_workload(f"memhog-{mib}") if mib in (0, 64, 1024) else get_workload("memhog-64")
+    return dataclasses.replace(
+        base,
+        name=f"memhog-{mib}-live",
+        args=(str(mib),),
+        ram_mib=512 + 2 * mib + mib // 2,
+        moment="as-is",
+    )
+
+
+def _ovm(*args: str) -> tuple[float, str]:
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "ovm_offline", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"ovm-offline {' '.join(args)} failed: {result.stderr[-800:]}")
+    return time.monotonic() - start, result.stderr
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernel", default="6.1")
+    ap.add_argument("--sizes", default="0,64,1024")
+    args = ap.parse_args()
+    kernel = kernels.unpack(kernels.get_kernel(args.kernel))
+    image = initramfs.build(kernel)
+    print(
+        f"{'memhog MiB':>10} {'one-pause stop ms':>17} {'pre-copy stop ms':>16} {'QEMU downtime ms':>16}"
+        f" {'rounds':>6} {'re-sent pages':>13} {'one-pause s':>11} {'pre-copy s':>10}"
+    )
+    with tempfile.TemporaryDirectory(prefix="ovm-bench-live-", dir=REPO / "corpus" / "cache") as tmp:
+        for mib in (int(s) for s in args.sizes.split(",")):
+            work = Path(tmp) / str(mib)
+            row: dict[str, str] = {}
+
+            def dump_live(guest, root, work=work, row=row):
+                plain_s, said = _ovm(
+                    "dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
+                    "--pid", str(root), "-D", str(work / "one-pause"),
+                )  # fmt: skip
+                stop = re.search(r"guest was paused for ([\d.]+) s", said)
+                pre_s, said = _ovm(
+                    "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path),
+                    "--pid", str(root), "-D", str(work / "pre-copy"),
+                )  # fmt: skip
+                pre = re.search(
+                    r"paused for (\d+) ms \(QEMU downtime (\d+) ms\) after (\d+) rounds .*?(\d+) of them re-sent", said
+                )
+                if not (stop and pre):
+                    raise SystemExit(f"no pause reported: {said[-500:]}")
+                row.update(
+                    plain=f"{float(stop.group(1)) * 1000:.0f}",
+                    pre=pre.group(1),
+                    downtime=pre.group(2),
+                    rounds=pre.group(3),
+                    resent=pre.group(4),
+                    plain_s=f"{plain_s:.2f}",
+                    pre_s=f"{pre_s:.2f}",
+                )
+
+            recorder._record_into(
+                work / "rec",
+                args.kernel,
+                kernel,
+                image,
+                _memhog(mib),
+                lambda m: print(m, file=sys.stderr),
+                0,
+                dump_live,
+            )
+            print(
+                f"{mib:>10} {row['plain']:>17} {row['pre']:>16} {row['downtime']:>16} {row['rounds']:>6}"
+                f" {row['resent']:>13} {row['plain_s']:>11} {row['pre_s']:>10}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

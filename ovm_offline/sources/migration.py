@@ -1,0 +1,209 @@
+"""Guest RAM from QEMU's own live-migration stream (savevm format version 3, QEMU 7.2).
+
+Pre-copy: QEMU sends every RAM page while the guest runs, then the pages dirtied since, round
+after round, tracking writes itself (TCG and KVM alike); when what is left fits its downtime
+limit it stops the guest, sends the rest and the device state, and leaves the guest paused
+("postmigrate"). The pages, last copy winning, are then guest RAM at that stop, exactly: the
+moment a one-pause dump would read, with a pause that does not grow with the memory.
+
+Only the "ram" section is read; the stream is parsed up to the first full device section and
+the rest is drained. Format (migration/savevm.c, migration/ram.c): header "QEVM", version 3;
+sections of one type byte each: configuration (machine name), START/FULL (id, name, instance,
+version, payload), PART/END (id, payload), each followed by a footer (0x7e, id) with footers
+on, and EOF. RAM payloads are 64-bit words `offset | flags`: MEM_SIZE (then the block list:
+name, length), PAGE (4096 bytes follow), ZERO (one fill byte follows), CONTINUE (same block as
+before; otherwise the block's name follows the word), EOS (end of this payload).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from typing import BinaryIO
+
+from ..errors import SourceError
+
+__all__ = ["RamStream", "read_ram_stream"]
+
+QEVM_MAGIC = 0x5145564D
+QEVM_VERSION = 3
+
+# migration/savevm.c section types
+SECTION_EOF = 0x00
+SECTION_START = 0x01
+SECTION_PART = 0x02
+SECTION_END = 0x03
+SECTION_FULL = 0x04
+SECTION_SUBSECTION = 0x05
+SECTION_VMDESCRIPTION = 0x06
+SECTION_CONFIGURATION = 0x07
+SECTION_COMMAND = 0x08
+SECTION_FOOTER = 0x7E
+
+# migration/ram.c page flags (the low bits of each word)
+FLAG_ZERO = 0x02
+FLAG_MEM_SIZE = 0x04
+FLAG_PAGE = 0x08
+FLAG_EOS = 0x10
+FLAG_CONTINUE = 0x20
+FLAG_XBZRLE = 0x40
+FLAG_COMPRESS_PAGE = 0x100
+FLAG_MULTIFD_FLUSH = 0x200
+PAGE_SIZE = 4096
+_FLAG_MASK = PAGE_SIZE - 1
+
+_NEVER, _AS_ZERO, _WITH_DATA = 0, 1, 2
+
+#: more RAM blocks than a machine has (pc: RAM, ROMs, video RAM, option ROMs)
+MAX_RAM_BLOCKS = 4096
+#: a block no guest has (QEMU's own limit is the host's address space)
+MAX_BLOCK_BYTES = 1 << 46
+
+
+@dataclasses.dataclass
+class RamStream:
+    """What a migration stream carried of one RAM block: its length, pages sent with contents,
+    pages sent as zero, and how many of either re-sent a page sent before (dirtied meanwhile)."""
+
+    block: str
+    block_bytes: int = 0
+    pages: int = 0
+    zero_pages: int = 0
+    resent: int = 0
+    complete: bool = False  # the RAM section's END was read
+
+
+class _Reader:
+    def __init__(self, stream: BinaryIO, where: str) -> None:
+        self.stream = stream
+        self.where = where
+        self.offset = 0
+
+    def take(self, n: int) -> bytes:
+        data = self.stream.read(n)
+        if len(data) != n:
+            raise SourceError(f"{self.where}: migration stream ends at byte {self.offset + len(data)} inside a record")
+        self.offset += n
+        return data
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u32(self) -> int:
+        value: int = struct.unpack(">I", self.take(4))[0]
+        return value
+
+    def u64(self) -> int:
+        value: int = struct.unpack(">Q", self.take(8))[0]
+        return value
+
+    def name(self) -> str:
+        return self.take(self.u8()).decode("latin-1")
+
+    def bad(self, why: str) -> SourceError:
+        return SourceError(f"{self.where}: not a QEMU 7.2 migration stream as expected (byte {self.offset}): {why}")
+
+
+def read_ram_stream(stream: BinaryIO, block: str, out_fd: int, where: str = "migration stream") -> RamStream:
+    """Read a QEMU migration `stream` and write RAM block `block` (the guest RAM's memory
+    backend) into file descriptor `out_fd` at its offsets, last copy winning; a page re-sent as
+    zero is written as zero. Returns when the device state starts (the RAM is then complete) or
+    the stream ends. Raises SourceError on anything this reader does not know."""
+    r = _Reader(stream, where)
+    if r.u32() != QEVM_MAGIC or r.u32() != QEVM_VERSION:
+        raise r.bad("no QEVM header of version 3")
+    result = RamStream(block)
+    sections: dict[int, str] = {}
+    sent = bytearray()  # per page: _NEVER, _AS_ZERO (the file reads zero there) or _WITH_DATA
+    zero_page = bytes(PAGE_SIZE)
+    current: str | None = None  # the block of the last page: CONTINUE spans sections, as QEMU's loader keeps it
+    while True:
+        kind = r.u8()
+        if kind == SECTION_EOF:
+            return result
+        if kind == SECTION_CONFIGURATION:
+            r.take(r.u32())  # the machine type's name
+            continue
+        if kind in (SECTION_FULL, SECTION_VMDESCRIPTION):
+            return result  # device state: RAM is over
+        if kind == SECTION_COMMAND:
+            r.take(2)  # the command
+            r.take(struct.unpack(">H", r.take(2))[0])
+            continue
+        if kind not in (SECTION_START, SECTION_PART, SECTION_END):
+            raise r.bad(f"section type {kind:#x}")
+        section_id = r.u32()
+        if kind == SECTION_START:
+            sections[section_id] = r.name()
+            r.u32()  # instance id
+            r.u32()  # version id
+        name = sections.get(section_id)
+        if name != "ram":
+            raise r.bad(f"live section {name!r} (only RAM is read)")
+        while True:
+            word = r.u64()
+            flags, offset = word & _FLAG_MASK, word & ~_FLAG_MASK
+            if flags & FLAG_EOS:
+                break
+            if flags & FLAG_MEM_SIZE:
+                total, blocks = offset, 0
+                while total > 0:
+                    blocks += 1
+                    if blocks > MAX_RAM_BLOCKS:
+                        raise r.bad(f"more than {MAX_RAM_BLOCKS} RAM blocks")
+                    block_name, length = r.name(), r.u64()
+                    if block_name == block:
+                        if length > MAX_BLOCK_BYTES or length % PAGE_SIZE:
+                            raise r.bad(f"RAM block {block_name} of {length:#x} bytes")
+                        result.block_bytes = length
+                        os.ftruncate(out_fd, length)
+                        sent = bytearray(length // PAGE_SIZE)
+                    total -= length
+                continue
+            if flags & (FLAG_XBZRLE | FLAG_COMPRESS_PAGE | FLAG_MULTIFD_FLUSH):
+                raise r.bad(f"page flags {flags:#x} (XBZRLE, compression and multifd are not read)")
+            if not flags & (FLAG_PAGE | FLAG_ZERO):
+                raise r.bad(f"page flags {flags:#x}")
+            if not flags & FLAG_CONTINUE:
+                current = r.name()
+            elif current is None:
+                raise r.bad("a page continues no block")
+            data = r.take(PAGE_SIZE) if flags & FLAG_PAGE else None
+            fill = r.u8() if data is None else 0
+            if current != block:
+                continue
+            index = offset // PAGE_SIZE
+            if index >= len(sent):
+                raise r.bad(f"page at {offset:#x} beyond RAM block {block} of {result.block_bytes:#x} bytes")
+            before = sent[index]
+            result.resent += before != _NEVER
+            if data is not None:
+                result.pages += 1
+                os.pwrite(out_fd, data, offset)
+                sent[index] = _WITH_DATA
+            else:
+                result.zero_pages += 1
+                if fill:
+                    os.pwrite(out_fd, bytes([fill]) * PAGE_SIZE, offset)
+                    sent[index] = _WITH_DATA
+                else:
+                    if before == _WITH_DATA:  # a fresh file reads zero where nothing was written
+                        os.pwrite(out_fd, zero_page, offset)
+                    sent[index] = _AS_ZERO
+        if _peek(stream) == SECTION_FOOTER:
+            r.u8()
+            if r.u32() != section_id:
+                raise r.bad("a section footer names another section")
+        if kind == SECTION_END:
+            result.complete = True
+
+
+def _peek(stream: BinaryIO) -> int | None:
+    """The next byte of `stream` without taking it (QEMU sends section footers unless the
+    machine type predates them)."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return SECTION_FOOTER
+    head = peek(1)[:1]
+    return head[0] if head else None

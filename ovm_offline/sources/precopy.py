@@ -1,0 +1,254 @@
+"""A snapshot of a running QEMU guest with a short pause: QEMU's own pre-copy live migration,
+streamed to us instead of to another QEMU (migration.py reads it).
+
+The guest runs while its RAM streams; QEMU tracks what the guest writes meanwhile and re-sends
+it, round after round, and stops the guest only for the last pages (its downtime limit). We
+read the vCPU registers while it is stopped there and resume it. The result is a recorded live
+snapshot (guest-ram, mtree.txt, registers.txt) of that stop, which every other command reads as
+it reads any recorded snapshot, so the images are those of a one-pause dump at that moment.
+
+QEMU's dirty tracking is what its migrations rely on, under TCG and KVM alike, so no page
+written before the stop is missed. The cost: the whole guest RAM streams (zero pages as one
+flag byte), not only the dumped process's pages, and the snapshot takes disk for the guest's
+non-zero pages until the dump is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+from ..errors import OutputError
+from ._files import fail
+from .live import QMP_TIMEOUT, RECORDED_MEMORY, RECORDED_MTREE, RECORDED_REGISTERS, _Qmp, guess_memdev, parse_mtree_flat
+from .migration import RamStream, read_ram_stream
+
+__all__ = ["PrecopyReport", "precopy_snapshot"]
+
+#: migration capabilities that change the stream's pages into what migration.py does not read
+UNREAD_CAPABILITIES = ("xbzrle", "compress", "multifd", "postcopy-ram", "x-ignore-shared", "rdma-pin-all")
+#: QEMU 7.2 caps migration at 128 MiB/s by default: stream as fast as the guest RAM reads
+STREAM_BANDWIDTH = 1 << 40
+POLL_SECONDS = 0.005
+#: QEMU stops the guest when what is left should stream within its downtime limit (300 ms by
+#: default): start low and double it each second the guest dirties memory faster than that
+DOWNTIME_START_MS = 10
+DOWNTIME_MAX_MS = 2000
+FD_NAME = "ovm-offline-migration"
+
+
+@dataclasses.dataclass
+class PrecopyReport:
+    """How a pre-copy snapshot went: how long the guest was stopped (QEMU's STOP to RESUME
+    events; None if it was paused before we began, then we leave it paused), QEMU's own
+    downtime figure, its dirty-sync rounds, what the stream carried, and the whole time."""
+
+    paused_seconds: float | None
+    downtime_ms: int
+    rounds: int
+    ram: RamStream
+    seconds: float
+
+    def line(self) -> str:
+        paused = (
+            "was paused already" if self.paused_seconds is None else f"paused for {self.paused_seconds * 1000:.0f} ms"
+        )
+        return (
+            f"pre-copy: guest {paused} (QEMU downtime {self.downtime_ms} ms) after {self.rounds} rounds in"
+            f" {self.seconds:.2f} s; {self.ram.pages} pages streamed, {self.ram.resent} of them re-sent"
+        )
+
+
+class _StreamReader(threading.Thread):
+    """Reads the migration stream into guest-ram, then drains it (QEMU writes device state after
+    RAM, with the guest stopped: it must never wait for us)."""
+
+    def __init__(self, sock: socket.socket, block: str, out_fd: int, where: str) -> None:
+        super().__init__(name="ovm-offline migration reader", daemon=True)
+        self.sock, self.block, self.out_fd, self.where = sock, block, out_fd, where
+        self.result: RamStream | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        stream = self.sock.makefile("rb", buffering=1 << 20)
+        try:
+            self.result = read_ram_stream(cast(BinaryIO, stream), self.block, self.out_fd, self.where)
+        except BaseException as exc:  # reported by the caller, after the guest runs again
+            self.error = exc
+        try:
+            while stream.read(1 << 20):
+                pass
+        except OSError:
+            pass
+        finally:
+            stream.close()
+
+
+def _event_seconds(event: dict[str, Any]) -> float:
+    stamp = event.get("timestamp", {})
+    return float(stamp.get("seconds", 0)) + float(stamp.get("microseconds", 0)) / 1e6
+
+
+def precopy_snapshot(
+    qmp_socket: str | os.PathLike[str],
+    directory: str | os.PathLike[str],
+    *,
+    timeout: float = QMP_TIMEOUT,
+    max_seconds: float = 600.0,
+    on_paused: Callable[[Callable[..., Any]], None] | None = None,
+) -> PrecopyReport:
+    """Write a recorded live snapshot of the QEMU guest behind `qmp_socket` into `directory`
+    (which must exist and be empty) by pre-copy migration. `on_paused(execute)` runs while the
+    guest is stopped at the snapshot's moment (tests take a dump-guest-memory there). The guest
+    runs again when this returns or raises, unless it was paused before."""
+    from qemu.qmp import EventListener
+
+    directory = Path(directory)
+    where = str(qmp_socket)
+    qmp = _Qmp(where, timeout)
+    listener = EventListener(("STOP", "RESUME"))
+    qmp._client.register_listener(listener)
+    ours, theirs = socket.socketpair()
+    started = time.monotonic()
+    was_running = False
+    migrating = False
+    saved_parameters: dict[str, Any] = {}
+    reader: _StreamReader | None = None
+    out_fd = -1
+    try:
+        status = qmp.execute("query-status")
+        was_running = bool(status.get("running"))
+        active = qmp.execute("query-migrate").get("status")
+        if active in ("setup", "active", "pre-switchover", "device", "cancelling"):
+            raise fail(where, f"a migration of this guest is in progress ({active}); try again when it ends")
+        capabilities = {c["capability"]: c["state"] for c in qmp.execute("query-migrate-capabilities")}
+        on = [c for c in UNREAD_CAPABILITIES if capabilities.get(c)]
+        if on:
+            raise fail(where, f"migration capabilities {', '.join(on)} are on; pre-copy reads plain RAM pages only")
+        mtree = qmp.hmp("info mtree -f")
+        try:
+            block = guess_memdev(parse_mtree_flat(mtree), 1 << 62)
+        except ValueError as exc:
+            raise fail(where, f"cannot place guest RAM: {exc}") from None
+        if block is None:
+            raise fail(where, "`info mtree -f` shows no guest RAM")
+        (directory / RECORDED_MTREE).write_text(mtree)
+        out_fd = os.open(directory / RECORDED_MEMORY, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        reader = _StreamReader(ours, block, out_fd, f"{where}: migration stream")
+        reader.start()
+
+        parameters = qmp.execute("query-migrate-parameters")
+        saved_parameters = {k: parameters[k] for k in ("max-bandwidth", "downtime-limit") if k in parameters}
+        downtime = DOWNTIME_START_MS
+        qmp.execute("migrate-set-parameters", {"max-bandwidth": STREAM_BANDWIDTH, "downtime-limit": downtime})
+        qmp._client.send_fd_scm(theirs.fileno())
+        qmp.execute("getfd", {"fdname": FD_NAME})
+        theirs.close()  # QEMU holds its own copy now
+        qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
+        migrating = True
+        deadline = started + max_seconds
+        relax_at = time.monotonic() + 1.0
+        while True:
+            info = qmp.execute("query-migrate")
+            state = info.get("status")
+            if state == "completed":
+                break
+            if state in ("failed", "cancelled"):
+                migrating = False
+                raise fail(where, f"the migration stream {state}: {info.get('error-desc', 'QEMU gave no reason')}")
+            if isinstance(reader.error, OSError):
+                raise OutputError.writing(directory / RECORDED_MEMORY, reader.error)
+            if reader.error is not None:
+                raise reader.error
+            if time.monotonic() > deadline:
+                raise fail(
+                    where,
+                    f"pre-copy did not converge in {max_seconds:g} s (the guest writes memory faster than it"
+                    " streams); use a one-pause --live dump",
+                )
+            if time.monotonic() > relax_at and downtime < DOWNTIME_MAX_MS:
+                downtime = min(downtime * 2, DOWNTIME_MAX_MS)
+                qmp.execute("migrate-set-parameters", {"downtime-limit": downtime})
+                relax_at = time.monotonic() + 1.0
+            time.sleep(POLL_SECONDS)
+        migrating = False
+        # The guest is stopped at the snapshot's moment ("postmigrate") until we resume it
+        registers = qmp.hmp("info registers -a")
+        if on_paused is not None:
+            on_paused(qmp.execute)
+    except BaseException:
+        _abandon(qmp, migrating, was_running, saved_parameters)
+        _close_reader(reader, ours, out_fd)
+        raise
+    paused: float | None = None
+    try:
+        if was_running:
+            qmp.execute("cont")
+            qmp.execute("query-status")  # lets the RESUME event arrive
+            events = {e["event"]: _event_seconds(dict(e)) for e in listener.clear()}
+            if "STOP" in events and "RESUME" in events:
+                paused = events["RESUME"] - events["STOP"]
+        if saved_parameters:
+            qmp.execute("migrate-set-parameters", saved_parameters)
+    finally:
+        reader.join(timeout)
+        hung = reader.is_alive()
+        _close_reader(reader, ours, out_fd)
+        qmp.close()
+    if hung:
+        raise fail(where, "the migration stream did not end after the migration completed")
+    if isinstance(reader.error, OSError):
+        raise OutputError.writing(directory / RECORDED_MEMORY, reader.error)
+    if reader.error is not None:
+        raise reader.error
+    ram = reader.result
+    if ram is None or not ram.complete or not ram.block_bytes:
+        raise fail(where, f"the migration stream ended before guest RAM ({block}) was complete")
+    (directory / RECORDED_REGISTERS).write_text(registers)
+    return PrecopyReport(
+        paused_seconds=paused,
+        downtime_ms=int(info.get("downtime", 0)),
+        rounds=int(info.get("ram", {}).get("dirty-sync-count", 0)),
+        ram=ram,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _abandon(qmp: _Qmp, migrating: bool, was_running: bool, parameters: dict[str, Any]) -> None:
+    """After an error or Ctrl-C: cancel our migration, let a guest that was running run on,
+    whatever stopped it (QEMU stops it for the last round), and give back the migration
+    parameters we changed."""
+    commands: list[tuple[str, dict[str, Any] | None]] = []
+    if migrating:
+        commands.append(("migrate_cancel", None))
+    if was_running:
+        commands.append(("cont", None))
+    if parameters:
+        commands.append(("migrate-set-parameters", parameters))
+    for command, arguments in commands:
+        try:
+            qmp.execute(command, arguments)
+        except Exception:
+            pass  # cont of a guest still running fails harmlessly
+    qmp.close()
+
+
+def _close_reader(reader: _StreamReader | None, sock: socket.socket, out_fd: int) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    if reader is not None:
+        reader.join(QMP_TIMEOUT)
+    sock.close()
+    if out_fd >= 0:
+        try:
+            os.close(out_fd)
+        except OSError:
+            pass

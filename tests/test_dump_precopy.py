@@ -1,0 +1,50 @@
+"""`dump --live --precopy` of a guest nobody stopped anything in: guest RAM streams while the
+workload runs on, and the images are exactly those of a one-pause dump of the moment QEMU
+stopped the guest (a dump-guest-memory taken right there gives byte-identical images); they
+restore in a fresh guest and the workload's checks pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from corpus import kernels
+from corpus.recorder import record_with_live_dump
+from corpus.restore import restore
+from ovm_offline.sources.precopy import precopy_snapshot
+from tests.support.cli import dump_from, ovm, tree_digest
+
+KERNELS = list(kernels.KERNELS)
+# threads on the vCPUs at the stop (their registers come from the stop), and a tree asleep in calls
+WORKLOADS = ["spinners", "pipetree-asis"]
+pytestmark = [pytest.mark.guest, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_precopy_images_are_those_of_the_stop_and_restore(tmp_path, kernel, workload):
+    snapshot, at_stop, images = tmp_path / "snapshot", tmp_path / "at-stop.elf", tmp_path / "images"
+    said: list[str] = []
+
+    def dump_live(guest, root):
+        snapshot.mkdir()
+
+        def paused(execute):
+            execute("dump-guest-memory", {"paging": False, "protocol": f"file:{at_stop}"})
+
+        report = precopy_snapshot(guest.qmp_tool_path, snapshot, on_paused=paused)
+        assert report.paused_seconds is not None and report.ram.pages > 0
+        result = ovm(
+            "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path), "--pid", str(root), "-D", str(images),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        said.append(result.stderr)
+
+    rec = record_with_live_dump(kernel, workload, tmp_path / "rec", dump_live, log=lambda m: None)
+    root = rec.manifest["root_pid"]
+    assert "pre-copy: guest paused for" in said[0] and f"dumped pid {root}" in said[0]
+    assert not list(tmp_path.glob(".images.partial-*")), "the pre-copy snapshot was left behind"
+    ours = dump_from(snapshot, root, tmp_path / "from-snapshot")
+    one_pause = dump_from(at_stop, root, tmp_path / "from-elf", "--vcpu-state", str(snapshot / "registers.txt"))
+    assert tree_digest(ours) == tree_digest(one_pause)
+    result = restore(rec, images, log=lambda m: None)
+    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"

@@ -1,0 +1,128 @@
+"""Pre-copy snapshots (sources/precopy.py over sources/migration.py) of a real, kernel-less QEMU:
+the snapshot is guest RAM at the moment QEMU stopped the guest, the guest runs again whatever
+happens, and what the stream reader does not know is refused in one line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ovm_offline.errors import SourceError
+from ovm_offline.sources import open_source
+from ovm_offline.sources.migration import read_ram_stream
+from ovm_offline.sources.precopy import precopy_snapshot
+from tests.test_sources_live import _wait_for_firmware, qemu  # noqa: F401  (the fixture)
+
+
+def _snapshot_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "snapshot"
+    d.mkdir()
+    return d
+
+
+def test_the_snapshot_is_guest_ram_at_the_stop_and_the_guest_runs_on(qemu, tmp_path):  # noqa: F811
+    _wait_for_firmware(qemu)
+    before = qemu.cmd("query-migrate-parameters")
+    at_stop = tmp_path / "ram-at-stop"
+    seen: list[dict] = []
+
+    def paused(execute):
+        seen.append(execute("query-status"))
+        shutil.copyfile(qemu.ram, at_stop)
+
+    snap = _snapshot_dir(tmp_path)
+    report = precopy_snapshot(qemu.qmp_path, snap, on_paused=paused)
+    assert seen and not seen[0]["running"], "on_paused ran while the guest ran"
+    assert (snap / "guest-ram").read_bytes() == at_stop.read_bytes()
+    assert any(at_stop.read_bytes()[:0x100000]), "firmware left no trace in RAM; the comparison proved nothing"
+    assert qemu.status()["running"]
+    assert report.paused_seconds is not None and 0 < report.paused_seconds < 30
+    assert report.rounds >= 1 and report.ram.pages > 0 and report.ram.block == "ram0"
+    assert "pre-copy: guest paused for" in report.line()
+    assert qemu.cmd("query-migrate-parameters") == before, "the migration parameters were not given back"
+    with open_source(snap) as src:  # a recorded live snapshot like any other
+        assert src.read(0xF0000, 0x10000) == at_stop.read_bytes()[0xF0000:0x100000]
+        assert len(src.vcpus()) == 1
+
+
+def test_a_guest_paused_before_is_left_paused(qemu, tmp_path):  # noqa: F811
+    assert not qemu.status()["running"]
+    report = precopy_snapshot(qemu.qmp_path, _snapshot_dir(tmp_path))
+    assert not qemu.status()["running"] and report.paused_seconds is None
+    assert "was paused already" in report.line()
+
+
+@pytest.mark.parametrize("exc_type", [RuntimeError, KeyboardInterrupt])
+def test_the_guest_runs_again_after_an_error_at_the_stop(qemu, tmp_path, exc_type):  # noqa: F811
+    _wait_for_firmware(qemu)
+
+    def paused(execute):
+        raise exc_type("boom")
+
+    before = qemu.cmd("query-migrate-parameters")
+    with pytest.raises(exc_type):
+        precopy_snapshot(qemu.qmp_path, _snapshot_dir(tmp_path), on_paused=paused)
+    assert qemu.status()["running"]
+    assert qemu.cmd("query-migrate-parameters") == before
+
+
+def test_stream_features_it_does_not_read_are_refused_before_anything_starts(qemu, tmp_path):  # noqa: F811
+    _wait_for_firmware(qemu)
+    qemu.cmd("migrate-set-capabilities", capabilities=[{"capability": "xbzrle", "state": True}])
+    snap = _snapshot_dir(tmp_path)
+    with pytest.raises(SourceError, match="migration capabilities xbzrle are on"):
+        precopy_snapshot(qemu.qmp_path, snap)
+    assert qemu.status()["running"] and not any(snap.iterdir())
+    assert qemu.cmd("query-migrate").get("status") in (None, "none")
+
+
+def _stream_of(qemu, tmp_path: Path) -> bytes:  # noqa: F811
+    """QEMU's own migration stream of the (paused) guest, written by `cat`."""
+    out = tmp_path / "stream"
+    qemu.cmd("migrate", uri=f"exec:cat > {out}")
+    deadline = time.monotonic() + 30
+    while qemu.cmd("query-migrate").get("status") != "completed":
+        assert time.monotonic() < deadline, qemu.cmd("query-migrate")
+        time.sleep(0.05)
+    return out.read_bytes()
+
+
+def test_a_truncated_or_foreign_stream_is_one_line(qemu, tmp_path):  # noqa: F811
+    import io
+    import os
+
+    stream = _stream_of(qemu, tmp_path)
+    fd = os.open(tmp_path / "ram", os.O_RDWR | os.O_CREAT)
+    try:
+        whole = read_ram_stream(io.BytesIO(stream), "ram0", fd)
+        assert whole.complete and whole.block_bytes == 64 << 20
+        for cut in (3, 20, len(stream) // 3, len(stream) // 2):
+            with pytest.raises(SourceError, match="migration stream ends at byte") as e:
+                read_ram_stream(io.BytesIO(stream[:cut]), "ram0", fd)
+            assert "\n" not in str(e.value)
+        with pytest.raises(SourceError, match="no QEVM header"):
+            read_ram_stream(io.BytesIO(b"\x7fELF" + stream[4:]), "ram0", fd)
+        # a page beyond the block's length, as a hostile stream would send it
+        bad = bytearray(stream)
+        at = bad.find(b"\x00\x00\x00\x00\x04\x00\x00\x00", 20)  # ram0's length word, 64 MiB
+        assert at > 0
+        bad[at : at + 8] = (0x1000).to_bytes(8, "big")
+        with pytest.raises(SourceError):
+            read_ram_stream(io.BytesIO(bytes(bad)), "ram0", fd)
+    finally:
+        os.close(fd)
+
+
+def test_precopy_takes_live_and_qmp():
+    result = subprocess.run(
+        [sys.executable, "-m", "ovm_offline", "dump", "--precopy", "guest.elf", "-t", "1", "-D", "/nonexistent/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "--precopy takes --live --qmp SOCKET" in result.stderr
