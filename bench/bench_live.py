@@ -7,7 +7,8 @@ dumped live twice, one after the other: the one-pause dump (stopped for the whol
 copy included) and the pre-copy dump (guest RAM streams while it runs; stopped only for QEMU's
 last round and our register read). The pause of each comes from the tool's own report: the
 one-pause dump times its stop..cont, the pre-copy dump reads QEMU's STOP and RESUME events.
-memhog writes its pages once and then sleeps: the guest dirties almost nothing meanwhile.
+memhog rewrites --permille of its pages each second (default 10: 1%), the rate the pre-copy
+pause must hold at; --permille 0 leaves its memory still after it is filled.
 Sizes above 1024 need guest RAM of about 2.5x the size.
 """
 
@@ -29,12 +30,12 @@ from corpus.workloads import get_workload  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _memhog(mib: int):
+def _memhog(mib: int, permille: int):
     base = get_workload(f"memhog-{mib}") if mib in (0, 64, 1024) else get_workload("memhog-64")
     return dataclasses.replace(
         base,
         name=f"memhog-{mib}-live",
-        args=(str(mib),),
+        args=(str(mib), "write", str(permille)) if permille else (str(mib),),
         ram_mib=512 + 2 * mib + mib // 2,
         moment="as-is",
     )
@@ -52,6 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel", default="6.1")
     ap.add_argument("--sizes", default="0,64,1024")
+    ap.add_argument("--permille", type=int, default=10, help="pages memhog rewrites each second (10: 1%%)")
     args = ap.parse_args()
     kernel = kernels.unpack(kernels.get_kernel(args.kernel))
     image = initramfs.build(kernel)

@@ -264,6 +264,15 @@ _AS_IS = (
     ),
     *(_as_is(_STOPPED[name]) for name in ("counter", "threads", "pipetree", "ipc", "evfds")),
     Workload(
+        "memhog-writer",
+        "memhog",
+        ("64", "write", "10"),
+        ram_mib=512 + 2 * 64 + 32,
+        moment="as-is",
+        run_after_restore=1.0,
+        description="memhog-64 rewriting 1% of its pages each second with the next generation of their pattern",
+    ),
+    Workload(
         "inet-stream-asis",
         "inet",
         ("stream",),

@@ -14,8 +14,9 @@ from ovm_offline.sources.precopy import precopy_snapshot
 from tests.support.cli import dump_from, ovm, tree_digest
 
 KERNELS = list(kernels.KERNELS)
-# threads on the vCPUs at the stop (their registers come from the stop), and a tree asleep in calls
-WORKLOADS = ["spinners", "pipetree-asis"]
+# threads on the vCPUs at the stop (their registers come from the stop), a tree asleep in calls, and
+# memory rewritten while it streams (1% of 64 MiB a second, each page with its next generation)
+WORKLOADS = ["spinners", "pipetree-asis", "memhog-writer"]
 pytestmark = [pytest.mark.guest, pytest.mark.slow]
 
 

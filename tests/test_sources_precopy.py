@@ -126,3 +126,29 @@ def test_precopy_takes_live_and_qmp():
         timeout=60,
     )
     assert result.returncode == 2 and "--precopy takes --live --qmp SOCKET" in result.stderr
+
+
+def test_a_full_disk_while_streaming_is_one_line_and_the_guest_runs_on(qemu, tmp_path, monkeypatch):  # noqa: F811
+    import errno
+    import os
+
+    from ovm_offline.errors import OutputError
+
+    _wait_for_firmware(qemu)
+    before = qemu.cmd("query-migrate-parameters")
+    real_pwrite = os.pwrite
+    writes = []
+
+    def filling(fd, data, offset):
+        writes.append(offset)
+        if len(writes) > 10:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", filling)
+    with pytest.raises(OutputError, match=r"cannot write .*guest-ram: No space left on device \(.* MiB free on") as e:
+        precopy_snapshot(qemu.qmp_path, _snapshot_dir(tmp_path))
+    assert "\n" not in str(e.value)
+    assert qemu.status()["running"]
+    assert qemu.cmd("query-migrate-parameters") == before
+    assert qemu.cmd("query-migrate")["status"] in ("cancelled", "cancelling", "failed")

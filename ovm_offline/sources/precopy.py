@@ -37,9 +37,11 @@ UNREAD_CAPABILITIES = ("xbzrle", "compress", "multifd", "postcopy-ram", "x-ignor
 STREAM_BANDWIDTH = 1 << 40
 POLL_SECONDS = 0.005
 #: QEMU stops the guest when what is left should stream within its downtime limit (300 ms by
-#: default): start low and double it each second the guest dirties memory faster than that
+#: default): start low, and double it after each round past the first few while the guest
+#: dirties memory faster than that (the first round, the whole RAM, says nothing of that)
 DOWNTIME_START_MS = 10
 DOWNTIME_MAX_MS = 2000
+ROUNDS_AT_START_LIMIT = 4
 FD_NAME = "ovm-offline-migration"
 
 
@@ -153,7 +155,7 @@ def precopy_snapshot(
         qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
         migrating = True
         deadline = started + max_seconds
-        relax_at = time.monotonic() + 1.0
+        rounds_seen = 0
         while True:
             info = qmp.execute("query-migrate")
             state = info.get("status")
@@ -172,10 +174,12 @@ def precopy_snapshot(
                     f"pre-copy did not converge in {max_seconds:g} s (the guest writes memory faster than it"
                     " streams); use a one-pause --live dump",
                 )
-            if time.monotonic() > relax_at and downtime < DOWNTIME_MAX_MS:
-                downtime = min(downtime * 2, DOWNTIME_MAX_MS)
-                qmp.execute("migrate-set-parameters", {"downtime-limit": downtime})
-                relax_at = time.monotonic() + 1.0
+            rounds = int(info.get("ram", {}).get("dirty-sync-count", 0))
+            if rounds > rounds_seen:
+                rounds_seen = rounds
+                if rounds > ROUNDS_AT_START_LIMIT and downtime < DOWNTIME_MAX_MS:
+                    downtime = min(downtime * 2, DOWNTIME_MAX_MS)
+                    qmp.execute("migrate-set-parameters", {"downtime-limit": downtime})
             time.sleep(POLL_SECONDS)
         migrating = False
         # The guest is stopped at the snapshot's moment ("postmigrate") until we resume it
