@@ -11,7 +11,6 @@ A recorded snapshot is a directory with `guest-ram` (a copy of the file), `mtree
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import dataclasses
 import os
@@ -263,6 +262,8 @@ class _Qmp:
 
         self.where = socket_path
         self.timeout = timeout
+        import asyncio  # here, not at the top: only a live source pays for importing it
+
         self._loop = asyncio.new_event_loop()
         self._client = QMPClient("ovm-offline")
         if not os.path.exists(socket_path):
@@ -278,7 +279,7 @@ class _Qmp:
         from qemu.qmp import QMPError
 
         try:
-            return self._loop.run_until_complete(asyncio.wait_for(coro, self.timeout))
+            return self._loop.run_until_complete(_with_timeout(coro, self.timeout))
         except TimeoutError:
             raise fail(
                 self.where, f"no answer within {self.timeout:g} s while {doing}; is this a QEMU QMP socket?"
@@ -298,10 +299,16 @@ class _Qmp:
         if self._loop.is_closed():
             return
         try:
-            self._loop.run_until_complete(asyncio.wait_for(self._client.disconnect(), self.timeout))
+            self._loop.run_until_complete(_with_timeout(self._client.disconnect(), self.timeout))
         except Exception:
             pass
         self._loop.close()
+
+
+def _with_timeout(coro: Any, seconds: float) -> Any:
+    import asyncio
+
+    return asyncio.wait_for(coro, seconds)
 
 
 def _one_line(exc: BaseException) -> str:
