@@ -96,7 +96,7 @@ def main() -> None:
                 args.kernel,
                 kernel,
                 image,
-                _memhog(mib),
+                _memhog(mib, args.permille),
                 lambda m: print(m, file=sys.stderr),
                 0,
                 dump_live,

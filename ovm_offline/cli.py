@@ -235,15 +235,8 @@ def dump(
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     """
     from . import dump as dumping
-    from .output import check_target
 
-    if (pid is None) == (container is None):
-        raise click.UsageError("give either --pid or --container")
-    if precopy and (not live or not qmp or source or vcpu_state):
-        raise click.UsageError("--precopy takes --live --qmp SOCKET (and no SOURCE)")
-    if not directory:
-        raise click.BadParameter("the images directory name is empty", param_hint="-D")
-    check_target(Path(directory).absolute(), force)  # before pausing a live guest
+    _check_dump_arguments(pid, container, directory, force, precopy and (not live or not qmp or source or vcpu_state))
     opened = precopied_source(directory, qmp, quiet) if precopy else None
     with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
         prog = inventory_open_kernel(src, symbol_dirs)
@@ -272,6 +265,19 @@ def dump(
     if not quiet:
         for line in summary.lines():
             click.echo(printable(line), err=True)
+
+
+def _check_dump_arguments(pid, container, directory, force, bad_precopy) -> None:
+    """What dump refuses before it opens anything (a live guest is not paused for nothing)."""
+    from .output import check_target
+
+    if (pid is None) == (container is None):
+        raise click.UsageError("give either --pid or --container")
+    if bad_precopy:
+        raise click.UsageError("--precopy takes --live --qmp SOCKET (and no SOURCE)")
+    if not directory:
+        raise click.BadParameter("the images directory name is empty", param_hint="-D")
+    check_target(Path(directory).absolute(), force)  # before pausing a live guest
 
 
 @contextlib.contextmanager

@@ -35,7 +35,6 @@ SECTION_START = 0x01
 SECTION_PART = 0x02
 SECTION_END = 0x03
 SECTION_FULL = 0x04
-SECTION_SUBSECTION = 0x05
 SECTION_VMDESCRIPTION = 0x06
 SECTION_CONFIGURATION = 0x07
 SECTION_COMMAND = 0x08
@@ -54,6 +53,7 @@ PAGE_SIZE = 4096
 _FLAG_MASK = PAGE_SIZE - 1
 
 _NEVER, _AS_ZERO, _WITH_DATA = 0, 1, 2
+_ZERO_PAGE = bytes(PAGE_SIZE)
 
 #: more RAM blocks than a machine has (pc: RAM, ROMs, video RAM, option ROMs)
 MAX_RAM_BLOCKS = 4096
@@ -113,20 +113,15 @@ def read_ram_stream(stream: BinaryIO, block: str, out_fd: int, where: str = "mig
     r = _Reader(stream, where)
     if r.u32() != QEVM_MAGIC or r.u32() != QEVM_VERSION:
         raise r.bad("no QEVM header of version 3")
-    result = RamStream(block)
+    ram = _RamBlock(r, block, out_fd)
     sections: dict[int, str] = {}
-    sent = bytearray()  # per page: _NEVER, _AS_ZERO (the file reads zero there) or _WITH_DATA
-    zero_page = bytes(PAGE_SIZE)
-    current: str | None = None  # the block of the last page: CONTINUE spans sections, as QEMU's loader keeps it
     while True:
         kind = r.u8()
-        if kind == SECTION_EOF:
-            return result
+        if kind == SECTION_EOF or kind in (SECTION_FULL, SECTION_VMDESCRIPTION):
+            return ram.result  # the end, or device state: RAM is over
         if kind == SECTION_CONFIGURATION:
             r.take(r.u32())  # the machine type's name
             continue
-        if kind in (SECTION_FULL, SECTION_VMDESCRIPTION):
-            return result  # device state: RAM is over
         if kind == SECTION_COMMAND:
             r.take(2)  # the command
             r.take(struct.unpack(">H", r.take(2))[0])
@@ -141,62 +136,83 @@ def read_ram_stream(stream: BinaryIO, block: str, out_fd: int, where: str = "mig
         name = sections.get(section_id)
         if name != "ram":
             raise r.bad(f"live section {name!r} (only RAM is read)")
+        ram.read_payload()
+        if _peek(stream) == SECTION_FOOTER:
+            r.u8()
+            if r.u32() != section_id:
+                raise r.bad("a section footer names another section")
+        if kind == SECTION_END:
+            ram.result.complete = True
+
+
+class _RamBlock:
+    """The pages of one RAM block, written into a file as they arrive."""
+
+    def __init__(self, r: _Reader, block: str, out_fd: int) -> None:
+        self.r, self.block, self.out_fd = r, block, out_fd
+        self.result = RamStream(block)
+        self.sent = bytearray()  # per page: _NEVER, _AS_ZERO (the file reads zero there) or _WITH_DATA
+        self.current: str | None = None  # the last page's block: CONTINUE spans sections, as in QEMU's loader
+
+    def read_payload(self) -> None:
+        """Words up to EOS: the block list, or pages."""
+        r = self.r
         while True:
             word = r.u64()
             flags, offset = word & _FLAG_MASK, word & ~_FLAG_MASK
             if flags & FLAG_EOS:
-                break
+                return
             if flags & FLAG_MEM_SIZE:
-                total, blocks = offset, 0
-                while total > 0:
-                    blocks += 1
-                    if blocks > MAX_RAM_BLOCKS:
-                        raise r.bad(f"more than {MAX_RAM_BLOCKS} RAM blocks")
-                    block_name, length = r.name(), r.u64()
-                    if block_name == block:
-                        if length > MAX_BLOCK_BYTES or length % PAGE_SIZE:
-                            raise r.bad(f"RAM block {block_name} of {length:#x} bytes")
-                        result.block_bytes = length
-                        os.ftruncate(out_fd, length)
-                        sent = bytearray(length // PAGE_SIZE)
-                    total -= length
+                self.read_block_list(offset)
                 continue
             if flags & (FLAG_XBZRLE | FLAG_COMPRESS_PAGE | FLAG_MULTIFD_FLUSH):
                 raise r.bad(f"page flags {flags:#x} (XBZRLE, compression and multifd are not read)")
             if not flags & (FLAG_PAGE | FLAG_ZERO):
                 raise r.bad(f"page flags {flags:#x}")
             if not flags & FLAG_CONTINUE:
-                current = r.name()
-            elif current is None:
+                self.current = r.name()
+            elif self.current is None:
                 raise r.bad("a page continues no block")
             data = r.take(PAGE_SIZE) if flags & FLAG_PAGE else None
             fill = r.u8() if data is None else 0
-            if current != block:
-                continue
-            index = offset // PAGE_SIZE
-            if index >= len(sent):
-                raise r.bad(f"page at {offset:#x} beyond RAM block {block} of {result.block_bytes:#x} bytes")
-            before = sent[index]
-            result.resent += before != _NEVER
-            if data is not None:
-                result.pages += 1
-                os.pwrite(out_fd, data, offset)
-                sent[index] = _WITH_DATA
-            else:
-                result.zero_pages += 1
-                if fill:
-                    os.pwrite(out_fd, bytes([fill]) * PAGE_SIZE, offset)
-                    sent[index] = _WITH_DATA
-                else:
-                    if before == _WITH_DATA:  # a fresh file reads zero where nothing was written
-                        os.pwrite(out_fd, zero_page, offset)
-                    sent[index] = _AS_ZERO
-        if _peek(stream) == SECTION_FOOTER:
-            r.u8()
-            if r.u32() != section_id:
-                raise r.bad("a section footer names another section")
-        if kind == SECTION_END:
-            result.complete = True
+            if self.current == self.block:
+                self.put(offset, data, fill)
+
+    def read_block_list(self, total: int) -> None:
+        """Each block's name and length, until their lengths add up to `total`."""
+        r, blocks = self.r, 0
+        while total > 0:
+            blocks += 1
+            if blocks > MAX_RAM_BLOCKS:
+                raise r.bad(f"more than {MAX_RAM_BLOCKS} RAM blocks")
+            name, length = r.name(), r.u64()
+            if name == self.block:
+                if length > MAX_BLOCK_BYTES or length % PAGE_SIZE:
+                    raise r.bad(f"RAM block {name} of {length:#x} bytes")
+                self.result.block_bytes = length
+                os.ftruncate(self.out_fd, length)
+                self.sent = bytearray(length // PAGE_SIZE)
+            total -= length
+
+    def put(self, offset: int, data: bytes | None, fill: int) -> None:
+        index = offset // PAGE_SIZE
+        if index >= len(self.sent):
+            raise self.r.bad(f"page at {offset:#x} beyond RAM block {self.block} of {self.result.block_bytes:#x} bytes")
+        before = self.sent[index]
+        self.result.resent += before != _NEVER
+        if data is not None:
+            self.result.pages += 1
+            os.pwrite(self.out_fd, data, offset)
+            self.sent[index] = _WITH_DATA
+            return
+        self.result.zero_pages += 1
+        if fill:
+            os.pwrite(self.out_fd, bytes([fill]) * PAGE_SIZE, offset)
+            self.sent[index] = _WITH_DATA
+            return
+        if before == _WITH_DATA:  # a fresh file reads zero where nothing was written
+            os.pwrite(self.out_fd, _ZERO_PAGE, offset)
+        self.sent[index] = _AS_ZERO
 
 
 def _peek(stream: BinaryIO) -> int | None:

@@ -109,23 +109,52 @@ def precopy_snapshot(
     (which must exist and be empty) by pre-copy migration. `on_paused(execute)` runs while the
     guest is stopped at the snapshot's moment (tests take a dump-guest-memory there). The guest
     runs again when this returns or raises, unless it was paused before."""
-    from qemu.qmp import EventListener
-
-    directory = Path(directory)
-    where = str(qmp_socket)
-    qmp = _Qmp(where, timeout)
-    listener = EventListener(("STOP", "RESUME"))
-    qmp._client.register_listener(listener)
-    ours, theirs = socket.socketpair()
-    started = time.monotonic()
-    was_running = False
-    migrating = False
-    saved_parameters: dict[str, Any] = {}
-    reader: _StreamReader | None = None
-    out_fd = -1
+    run = _Precopy(str(qmp_socket), Path(directory), timeout)
     try:
-        status = qmp.execute("query-status")
-        was_running = bool(status.get("running"))
+        block = run.prepare()
+        run.stream(block, max_seconds)
+        # The guest is stopped at the snapshot's moment ("postmigrate") until we resume it
+        registers = run.qmp.hmp("info registers -a")
+        if on_paused is not None:
+            on_paused(run.qmp.execute)
+    except BaseException:
+        run.abandon()
+        raise
+    paused = run.resume()
+    ram = run.finished_stream()
+    (run.directory / RECORDED_REGISTERS).write_text(registers)
+    return PrecopyReport(
+        paused_seconds=paused,
+        downtime_ms=int(run.info.get("downtime", 0)),
+        rounds=int(run.info.get("ram", {}).get("dirty-sync-count", 0)),
+        ram=ram,
+        seconds=time.monotonic() - run.started,
+    )
+
+
+class _Precopy:
+    """One pre-copy snapshot's QMP session, stream and what must be undone."""
+
+    def __init__(self, where: str, directory: Path, timeout: float) -> None:
+        from qemu.qmp import EventListener
+
+        self.where, self.directory, self.timeout = where, directory, timeout
+        self.qmp = _Qmp(where, timeout)
+        self.listener = EventListener(("STOP", "RESUME"))
+        self.qmp._client.register_listener(self.listener)
+        self.ours, self.theirs = socket.socketpair()
+        self.started = time.monotonic()
+        self.was_running = False
+        self.migrating = False
+        self.saved_parameters: dict[str, Any] = {}
+        self.reader: _StreamReader | None = None
+        self.out_fd = -1
+        self.info: dict[str, Any] = {}
+
+    def prepare(self) -> str:
+        """Refuse what the stream reader cannot follow, then start reading: the RAM block's name."""
+        qmp, where = self.qmp, self.where
+        self.was_running = bool(qmp.execute("query-status").get("running"))
         active = qmp.execute("query-migrate").get("status")
         if active in ("setup", "active", "pre-switchover", "device", "cancelling"):
             raise fail(where, f"a migration of this guest is in progress ({active}); try again when it ends")
@@ -140,88 +169,98 @@ def precopy_snapshot(
             raise fail(where, f"cannot place guest RAM: {exc}") from None
         if block is None:
             raise fail(where, "`info mtree -f` shows no guest RAM")
-        (directory / RECORDED_MTREE).write_text(mtree)
-        out_fd = os.open(directory / RECORDED_MEMORY, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        reader = _StreamReader(ours, block, out_fd, f"{where}: migration stream")
-        reader.start()
+        (self.directory / RECORDED_MTREE).write_text(mtree)
+        self.out_fd = os.open(self.directory / RECORDED_MEMORY, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        self.reader = _StreamReader(self.ours, block, self.out_fd, f"{where}: migration stream")
+        self.reader.start()
+        return block
 
+    def stream(self, block: str, max_seconds: float) -> None:
+        """Migrate to our socket until QEMU has stopped the guest and sent the last pages."""
+        qmp = self.qmp
         parameters = qmp.execute("query-migrate-parameters")
-        saved_parameters = {k: parameters[k] for k in ("max-bandwidth", "downtime-limit") if k in parameters}
+        self.saved_parameters = {k: parameters[k] for k in ("max-bandwidth", "downtime-limit") if k in parameters}
         downtime = DOWNTIME_START_MS
         qmp.execute("migrate-set-parameters", {"max-bandwidth": STREAM_BANDWIDTH, "downtime-limit": downtime})
-        qmp._client.send_fd_scm(theirs.fileno())
+        qmp._client.send_fd_scm(self.theirs.fileno())
         qmp.execute("getfd", {"fdname": FD_NAME})
-        theirs.close()  # QEMU holds its own copy now
+        self.theirs.close()  # QEMU holds its own copy now
         qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
-        migrating = True
-        deadline = started + max_seconds
+        self.migrating = True
+        deadline = self.started + max_seconds
         rounds_seen = 0
         while True:
-            info = qmp.execute("query-migrate")
-            state = info.get("status")
+            self.info = qmp.execute("query-migrate")
+            state = self.info.get("status")
             if state == "completed":
                 break
             if state in ("failed", "cancelled"):
-                migrating = False
-                raise fail(where, f"the migration stream {state}: {info.get('error-desc', 'QEMU gave no reason')}")
-            if isinstance(reader.error, OSError):
-                raise OutputError.writing(directory / RECORDED_MEMORY, reader.error)
-            if reader.error is not None:
-                raise reader.error
+                self.migrating = False
+                why = self.info.get("error-desc", "QEMU gave no reason")
+                raise fail(self.where, f"the migration stream {state}: {why}")
+            self.raise_reader_error()
             if time.monotonic() > deadline:
                 raise fail(
-                    where,
+                    self.where,
                     f"pre-copy did not converge in {max_seconds:g} s (the guest writes memory faster than it"
                     " streams); use a one-pause --live dump",
                 )
-            rounds = int(info.get("ram", {}).get("dirty-sync-count", 0))
+            rounds = int(self.info.get("ram", {}).get("dirty-sync-count", 0))
             if rounds > rounds_seen:
                 rounds_seen = rounds
                 if rounds > ROUNDS_AT_START_LIMIT and downtime < DOWNTIME_MAX_MS:
                     downtime = min(downtime * 2, DOWNTIME_MAX_MS)
                     qmp.execute("migrate-set-parameters", {"downtime-limit": downtime})
             time.sleep(POLL_SECONDS)
-        migrating = False
-        # The guest is stopped at the snapshot's moment ("postmigrate") until we resume it
-        registers = qmp.hmp("info registers -a")
-        if on_paused is not None:
-            on_paused(qmp.execute)
-    except BaseException:
-        _abandon(qmp, migrating, was_running, saved_parameters)
-        _close_reader(reader, ours, out_fd)
-        raise
-    paused: float | None = None
-    try:
-        if was_running:
-            qmp.execute("cont")
-            qmp.execute("query-status")  # lets the RESUME event arrive
-            events = {e["event"]: _event_seconds(dict(e)) for e in listener.clear()}
-            if "STOP" in events and "RESUME" in events:
-                paused = events["RESUME"] - events["STOP"]
-        if saved_parameters:
-            qmp.execute("migrate-set-parameters", saved_parameters)
-    finally:
-        reader.join(timeout)
-        hung = reader.is_alive()
-        _close_reader(reader, ours, out_fd)
-        qmp.close()
-    if hung:
-        raise fail(where, "the migration stream did not end after the migration completed")
-    if isinstance(reader.error, OSError):
-        raise OutputError.writing(directory / RECORDED_MEMORY, reader.error)
-    if reader.error is not None:
-        raise reader.error
-    ram = reader.result
-    if ram is None or not ram.complete or not ram.block_bytes:
-        raise fail(where, f"the migration stream ended before guest RAM ({block}) was complete")
-    (directory / RECORDED_REGISTERS).write_text(registers)
-    return PrecopyReport(
-        paused_seconds=paused,
-        downtime_ms=int(info.get("downtime", 0)),
-        rounds=int(info.get("ram", {}).get("dirty-sync-count", 0)),
-        ram=ram,
-        seconds=time.monotonic() - started,
-    )
+        self.migrating = False
+
+    def raise_reader_error(self) -> None:
+        error = self.reader.error if self.reader is not None else None
+        if isinstance(error, OSError):
+            raise OutputError.writing(self.directory / RECORDED_MEMORY, error)
+        if error is not None:
+            raise error
+
+    def resume(self) -> float | None:
+        """Let the guest run again (if it ran before) and give back the parameters; how long it
+        was stopped, by QEMU's STOP and RESUME events."""
+        paused: float | None = None
+        try:
+            if self.was_running:
+                self.qmp.execute("cont")
+                self.qmp.execute("query-status")  # lets the RESUME event arrive
+                events = {e["event"]: _event_seconds(dict(e)) for e in self.listener.clear()}
+                if "STOP" in events and "RESUME" in events:
+                    paused = events["RESUME"] - events["STOP"]
+            if self.saved_parameters:
+                self.qmp.execute("migrate-set-parameters", self.saved_parameters)
+        except BaseException:
+            self.abandon()
+            raise
+        return paused
+
+    def finished_stream(self) -> RamStream:
+        """The reader's result once QEMU has closed the stream."""
+        assert self.reader is not None
+        self.reader.join(self.timeout)
+        hung = self.reader.is_alive()
+        _close_reader(self.reader, self.ours, self.out_fd)
+        self.qmp.close()
+        if hung:
+            raise fail(self.where, "the migration stream did not end after the migration completed")
+        self.raise_reader_error()
+        ram = self.reader.result
+        if ram is None or not ram.complete or not ram.block_bytes:
+            raise fail(self.where, f"the migration stream ended before guest RAM ({self.reader.block}) was complete")
+        return ram
+
+    def abandon(self) -> None:
+        _abandon(self.qmp, self.migrating, self.was_running, self.saved_parameters)
+        _close_reader(self.reader, self.ours, self.out_fd)
+        try:
+            self.theirs.close()
+        except OSError:
+            pass
 
 
 def _abandon(qmp: _Qmp, migrating: bool, was_running: bool, parameters: dict[str, Any]) -> None:
