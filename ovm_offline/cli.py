@@ -86,7 +86,7 @@ def printable(text: str) -> str:
 
 def _ps_row(p) -> tuple:
     comm = printable(f"[{p.comm}]" if p.kthread else p.comm)
-    cgroup, container = printable(p.cgroup or "-"), printable(p.container or "-")
+    cgroup, container = printable(p.cgroup or "-"), printable(p.runtime_id or p.container or "-")
     return (p.pid, p.ppid, p.nthreads, p.state, p.cpus_text(), p.ns_pid, cgroup, container, comm)
 
 
@@ -117,7 +117,7 @@ def _print_tree(procs) -> None:
             shown.add(p.pid)
             branch = "" if depth == 0 else ("└─ " if last else "├─ ")
             extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
-            extra += f" [{printable(p.container)}]" if p.container else ""
+            extra += f" [{printable(p.runtime_id or p.container)}]" if p.container else ""
             click.echo(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
             kids = sorted((c for c in children.get(p.pid, []) if c.pid not in shown), key=lambda c: c.pid)
             inner = prefix + ("" if depth == 0 else ("   " if last else "│  "))
@@ -137,7 +137,11 @@ def _print_tree(procs) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per process, for scripts.")
 @click.option("--tree", is_flag=True, help="Show the process tree.")
 @click.option("--no-kernel-threads", is_flag=True, help="Leave out kernel threads.")
-@click.option("--container", help="Only processes of this container (as the CONTAINER column shows it).")
+@click.option(
+    "--container",
+    help="Only processes of this container: as the CONTAINER column shows it, or a runtime's id"
+    " (docker, podman, containerd, CRI-O: whole or its first 12 characters).",
+)
 def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
     """List the guest's processes: PID, PPID, threads, state, the CPUs (vCPUs) its threads were
     on, PID inside its namespace, cgroup, container, command.
@@ -157,7 +161,7 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     if no_kernel_threads:
         procs = [p for p in procs if not p.kthread]
     if container:
-        procs = [p for p in procs if p.container == container]
+        procs = [p for p in procs if inventory.matches_container(p, container)]
     if as_json:
         for p in procs:
             d = dataclasses.asdict(p)
@@ -175,7 +179,11 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
 @cli.command()
 @source_options
 @click.option("--pid", "-t", "pid", type=int, help="Global PID of the process to save (with its descendants).")
-@click.option("--container", help="Save this container's process tree (the CONTAINER column of `ps`).")
+@click.option(
+    "--container",
+    help="Save this container's process tree: as the CONTAINER column of `ps` shows it, or a runtime's id"
+    " (whole or its first 12 characters).",
+)
 @click.option(
     "--skip-unsupported", is_flag=True, help="Leave out open files ovm-offline cannot save yet instead of failing."
 )

@@ -78,13 +78,16 @@ class DumpSummary:
 def container_root(prog: Program, container: str) -> int:
     """The global PID of the one process of `container` (an id as `ovm-offline ps` shows it)
     whose parent is outside it: dumping it saves the container's process tree."""
-    from .inventory import list_processes
+    from .inventory import list_processes, matches_container
 
     procs = list_processes(prog)
-    members = {p.pid for p in procs if p.container == container}
+    members = {p.pid for p in procs if matches_container(p, container)}
     if not members:
-        known = sorted({p.container for p in procs if p.container})
+        known = sorted({p.runtime_id or p.container for p in procs if p.container})
         raise NoSuchProcess(f"no container {container!r} in the guest (containers: {', '.join(known) or 'none'})")
+    matched = sorted({p.runtime_id or p.container for p in procs if p.pid in members if p.container})
+    if len(matched) > 1:
+        raise NoSuchProcess(f"{container!r} names more than one container ({', '.join(matched)}); give more of the id")
     roots = sorted(p.pid for p in procs if p.pid in members and p.ppid not in members)
     if len(roots) != 1:
         raise UnsupportedError(

@@ -11,12 +11,19 @@ outermost non-initial PID namespace (the level-1 ancestor, so nested namespaces
 stay in their outer container; the cgroup is the deepest cgroup common to all its
 processes), or ``cgroup:<path>`` for processes in the initial PID namespace and a
 non-root cgroup.  Host processes and kernel threads have ``container = None``.
+
+Where a container runtime named the container's cgroup after the container (docker, podman,
+containerd, CRI-O, runc with systemd cgroups, LXC: `RUNTIME_CGROUPS`), the container also has
+its runtime id, ``<runtime>:<id>`` (``docker:3f2a…``), which `ps` shows and `dump --container`
+accepts.  A cgroup that follows no such convention (runc's cgroupfs default ``/<id>`` among
+them: any first-level cgroup looks like it) gives none.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable
 
 from .errors import GuestDataError, SymbolError
@@ -48,7 +55,15 @@ from .kernel.task.tasks import (
 )
 from .sources.base import PhysicalSource
 
-__all__ = ["ProcessInfo", "list_processes", "open_kernel", "container_ids"]
+__all__ = [
+    "ProcessInfo",
+    "RUNTIME_CGROUPS",
+    "container_ids",
+    "list_processes",
+    "matches_container",
+    "open_kernel",
+    "runtime_id",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +93,7 @@ class ProcessInfo:
     tids: tuple[int, ...] = ()  # global thread ids, leader first
     on_cpu: tuple[tuple[int, int], ...] = ()  # (thread id, CPU = vCPU index) of threads current on a CPU
     problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
+    runtime_id: str | None = None  # "<runtime>:<id>" where the container's cgroup names it
 
     def cpus_text(self) -> str:
         """The CPUs its threads were current on, as ps shows them: "1", "0,1", or "-"."""
@@ -171,6 +187,61 @@ def container_ids(procs: list[tuple[ProcessInfo, int | None]], init_pidns: int) 
     return out
 
 
+_HEX64 = r"([0-9a-f]{64})"
+#: cgroup path components container runtimes name after the container (cgroup v2; systemd
+#: drivers make scopes, cgroupfs drivers directories), one row per convention
+RUNTIME_CGROUPS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (runtime, re.compile(rf"(?:^|/){component}(?:/|$)"))
+    for runtime, component in (
+        ("docker", rf"docker-{_HEX64}\.scope"),
+        ("docker", rf"docker/{_HEX64}"),
+        ("podman", rf"libpod-{_HEX64}\.scope"),
+        ("podman", rf"libpod_parent/libpod-{_HEX64}"),
+        ("containerd", rf"cri-containerd-{_HEX64}\.scope"),
+        ("kubepods", rf"kubepods/(?:[a-z]+/)?pod[0-9a-f_-]+/{_HEX64}"),  # any CRI runtime, cgroupfs driver
+        ("cri-o", rf"crio-{_HEX64}\.scope"),
+        ("runc", r"runc-([A-Za-z0-9][A-Za-z0-9_.+-]*)\.scope"),
+        ("lxc", r"lxc\.payload\.([^/]+)"),
+        ("lxc", r"lxc/([^/]+)"),
+    )
+)
+
+
+def runtime_id(container_cgroup: str | None) -> str | None:
+    """``<runtime>:<id>`` of the container whose cgroup is `container_cgroup`, where its
+    runtime named the cgroup after it (the outermost match: a container's own sub-cgroups
+    keep its id); None otherwise."""
+    if not container_cgroup:
+        return None
+    found = [(m.start(), runtime, m.group(1)) for runtime, rx in RUNTIME_CGROUPS if (m := rx.search(container_cgroup))]
+    if not found:
+        return None
+    _, runtime, ident = min(found)
+    return f"{runtime}:{ident}"
+
+
+def _container_cgroup(container: str | None) -> str | None:
+    """The cgroup part of a container id (see the module docstring)."""
+    if container is None or "cgroup:" not in container:
+        return None
+    return container.split("cgroup:", 1)[1]
+
+
+def matches_container(p: ProcessInfo, wanted: str) -> bool:
+    """Whether process `p` is in container `wanted`: its id as `ps` shows it, its runtime id,
+    or that id without the runtime's name, whole or its first 12 characters or more (as docker
+    abbreviates them)."""
+    if p.container is None:
+        return False
+    if wanted in (p.container, p.runtime_id):
+        return True
+    if p.runtime_id is None:
+        return False
+    runtime, ident = p.runtime_id.split(":", 1)
+    short = wanted.removeprefix(f"{runtime}:")
+    return len(short) >= 12 and ident.startswith(short)
+
+
 def list_processes(prog: Program) -> list[ProcessInfo]:
     """Every process of the guest (thread-group leaders on init_task.tasks), in list order.
 
@@ -187,4 +258,7 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
     except (GuestDataError, SymbolError):
         init_pidns = PROC_PID_INIT_INO
     ids = container_ids(raw, init_pidns)
-    return [dataclasses.replace(p, container=c) for (p, _), c in zip(raw, ids, strict=True)]
+    return [
+        dataclasses.replace(p, container=c, runtime_id=runtime_id(_container_cgroup(c)))
+        for (p, _), c in zip(raw, ids, strict=True)
+    ]

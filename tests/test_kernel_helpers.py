@@ -7,12 +7,14 @@ cgroup; these tests build the nested cases in fake memory from the real ISFs.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ovm_offline.errors import GuestDataError
-from ovm_offline.inventory import ProcessInfo, container_ids
+from ovm_offline.inventory import ProcessInfo, container_ids, matches_container, runtime_id
 from ovm_offline.kernel.ns.cgroup import kernfs_path, task_cgroup_path
 from ovm_offline.kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from ovm_offline.kernel.task.pid import pid_nr_ns, task_active_pid_ns, task_ns_pid, task_pgid, task_sid
@@ -259,3 +261,44 @@ def test_container_ids():
         "cgroup:/system.slice/foo.service",
         "pidns:4026532600",
     ]
+
+
+RUNTIME_HEX = "3f2a9c" + "0123456789" * 5 + "abcdefab"
+
+
+@pytest.mark.parametrize(
+    "cgroup,expected",
+    [
+        (f"/system.slice/docker-{RUNTIME_HEX}.scope", f"docker:{RUNTIME_HEX}"),
+        (f"/docker/{RUNTIME_HEX}", f"docker:{RUNTIME_HEX}"),
+        (f"/machine.slice/libpod-{RUNTIME_HEX}.scope/container", f"podman:{RUNTIME_HEX}"),
+        (
+            f"/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{RUNTIME_HEX}.scope",
+            f"podman:{RUNTIME_HEX}",
+        ),
+        (f"/kubepods.slice/kubepods-pod1.slice/cri-containerd-{RUNTIME_HEX}.scope", f"containerd:{RUNTIME_HEX}"),
+        (f"/kubepods/besteffort/pod12ab-cd/{RUNTIME_HEX}", f"kubepods:{RUNTIME_HEX}"),
+        (f"/kubepods.slice/crio-{RUNTIME_HEX}.scope", f"cri-o:{RUNTIME_HEX}"),
+        ("/system.slice/runc-mybox.scope", "runc:mybox"),
+        ("/lxc.payload.web/init.scope", "lxc:web"),
+        ("/ovmbox", None),  # runc's cgroupfs default looks like any first-level cgroup: no id
+        (f"/system.slice/docker-{RUNTIME_HEX[:12]}.scope", None),  # not a full id
+        ("/", None),
+        (None, None),
+    ],
+)
+def test_runtime_ids_come_from_the_cgroup_names_runtimes_give(cgroup, expected):
+    assert runtime_id(cgroup) == expected
+
+
+def test_a_container_is_matched_by_its_id_its_runtime_id_or_12_characters_of_it():
+    p = dataclasses.replace(
+        _proc(300, f"/system.slice/docker-{RUNTIME_HEX}.scope"),
+        container=f"pidns:4026532500 cgroup:/system.slice/docker-{RUNTIME_HEX}.scope",
+        runtime_id=f"docker:{RUNTIME_HEX}",
+    )
+    for wanted in (p.container, p.runtime_id, RUNTIME_HEX, RUNTIME_HEX[:12], f"docker:{RUNTIME_HEX[:12]}"):
+        assert matches_container(p, wanted), wanted
+    for wanted in (RUNTIME_HEX[:11], "podman:" + RUNTIME_HEX, RUNTIME_HEX[1:13], "cgroup:/system.slice"):
+        assert not matches_container(p, wanted), wanted
+    assert not matches_container(_proc(1, "/"), "/")

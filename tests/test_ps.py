@@ -66,6 +66,8 @@ def test_ps_from_every_source_agrees_with_the_guest(recording, kernel, workload)
         else:
             assert containers == {None}
         assert ours[1]["container"] is None
+        # /ovmbox follows no runtime's naming: the container has no runtime id to show
+        assert {ours[pid]["runtime_id"] for pid in members} == {None}
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -35,7 +35,7 @@ __all__ = ["PrecopyReport", "precopy_snapshot"]
 UNREAD_CAPABILITIES = ("xbzrle", "compress", "multifd", "postcopy-ram", "x-ignore-shared", "rdma-pin-all")
 #: QEMU 7.2 caps migration at 128 MiB/s by default: stream as fast as the guest RAM reads
 STREAM_BANDWIDTH = 1 << 40
-POLL_SECONDS = 0.005
+POLL_SECONDS = 0.002  # how late we may see QEMU stop the guest: part of the pause
 #: QEMU stops the guest when what is left should stream within its downtime limit (300 ms by
 #: default): start low, and double it after each round past the first few while the guest
 #: dirties memory faster than that (the first round, the whole RAM, says nothing of that)
