@@ -105,15 +105,22 @@ class _Reader:
         return SourceError(f"{self.where}: not a QEMU 7.2 migration stream as expected (byte {self.offset}): {why}")
 
 
-def read_ram_stream(stream: BinaryIO, block: str, out_fd: int, where: str = "migration stream") -> RamStream:
+def read_ram_stream(
+    stream: BinaryIO,
+    block: str,
+    out_fd: int,
+    where: str = "migration stream",
+    max_block_bytes: int = MAX_BLOCK_BYTES,
+) -> RamStream:
     """Read a QEMU migration `stream` and write RAM block `block` (the guest RAM's memory
-    backend) into file descriptor `out_fd` at its offsets, last copy winning; a page re-sent as
-    zero is written as zero. Returns when the device state starts (the RAM is then complete) or
-    the stream ends. Raises SourceError on anything this reader does not know."""
+    backend, at most `max_block_bytes` long) into file descriptor `out_fd` at its offsets, last
+    copy winning; a page re-sent as zero is written as zero. Returns when the device state
+    starts (the RAM is then complete) or the stream ends. Raises SourceError on anything this
+    reader does not know."""
     r = _Reader(stream, where)
     if r.u32() != QEVM_MAGIC or r.u32() != QEVM_VERSION:
         raise r.bad("no QEVM header of version 3")
-    ram = _RamBlock(r, block, out_fd)
+    ram = _RamBlock(r, block, out_fd, max_block_bytes)
     sections: dict[int, str] = {}
     while True:
         kind = r.u8()
@@ -148,8 +155,8 @@ def read_ram_stream(stream: BinaryIO, block: str, out_fd: int, where: str = "mig
 class _RamBlock:
     """The pages of one RAM block, written into a file as they arrive."""
 
-    def __init__(self, r: _Reader, block: str, out_fd: int) -> None:
-        self.r, self.block, self.out_fd = r, block, out_fd
+    def __init__(self, r: _Reader, block: str, out_fd: int, max_bytes: int) -> None:
+        self.r, self.block, self.out_fd, self.max_bytes = r, block, out_fd, max_bytes
         self.result = RamStream(block)
         self.sent = bytearray()  # per page: _NEVER, _AS_ZERO (the file reads zero there) or _WITH_DATA
         self.current: str | None = None  # the last page's block: CONTINUE spans sections, as in QEMU's loader
@@ -187,7 +194,7 @@ class _RamBlock:
                 raise r.bad(f"more than {MAX_RAM_BLOCKS} RAM blocks")
             name, length = r.name(), r.u64()
             if name == self.block:
-                if length > MAX_BLOCK_BYTES or length % PAGE_SIZE:
+                if length > self.max_bytes or length % PAGE_SIZE or self.result.block_bytes:
                     raise r.bad(f"RAM block {name} of {length:#x} bytes")
                 self.result.block_bytes = length
                 os.ftruncate(self.out_fd, length)

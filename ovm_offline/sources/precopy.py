@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, cast
 from ..errors import OutputError
 from ._files import fail
 from .live import QMP_TIMEOUT, RECORDED_MEMORY, RECORDED_MTREE, RECORDED_REGISTERS, _Qmp, guess_memdev, parse_mtree_flat
-from .migration import RamStream, read_ram_stream
+from .migration import MAX_BLOCK_BYTES, RamStream, read_ram_stream
 
 __all__ = ["PrecopyReport", "precopy_snapshot"]
 
@@ -71,16 +71,18 @@ class _StreamReader(threading.Thread):
     """Reads the migration stream into guest-ram, then drains it (QEMU writes device state after
     RAM, with the guest stopped: it must never wait for us)."""
 
-    def __init__(self, sock: socket.socket, block: str, out_fd: int, where: str) -> None:
+    def __init__(self, sock: socket.socket, block: str, out_fd: int, where: str, size: int | None) -> None:
         super().__init__(name="ovm-offline migration reader", daemon=True)
         self.sock, self.block, self.out_fd, self.where = sock, block, out_fd, where
+        self.size = size  # the memory backend's, when QEMU says it
         self.result: RamStream | None = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         stream = self.sock.makefile("rb", buffering=1 << 20)
         try:
-            self.result = read_ram_stream(cast(BinaryIO, stream), self.block, self.out_fd, self.where)
+            limit = self.size if self.size else MAX_BLOCK_BYTES
+            self.result = read_ram_stream(cast(BinaryIO, stream), self.block, self.out_fd, self.where, limit)
         except BaseException as exc:  # reported by the caller, after the guest runs again
             self.error = exc
         try:
@@ -171,7 +173,8 @@ class _Precopy:
             raise fail(where, "`info mtree -f` shows no guest RAM")
         (self.directory / RECORDED_MTREE).write_text(mtree)
         self.out_fd = os.open(self.directory / RECORDED_MEMORY, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        self.reader = _StreamReader(self.ours, block, self.out_fd, f"{where}: migration stream")
+        sizes = {m.get("id"): m.get("size") for m in qmp.execute("query-memdev")}
+        self.reader = _StreamReader(self.ours, block, self.out_fd, f"{where}: migration stream", sizes.get(block))
         self.reader.start()
         return block
 
