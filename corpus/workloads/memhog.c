@@ -1,7 +1,7 @@
 /* cflags: */
 /* memhog MIB [write PERMILLE] - a large anonymous mapping with a verifiable pattern.
  *
- * MIB (0..2048) MiB of MAP_PRIVATE|MAP_ANONYMOUS memory.  Every page whose
+ * MIB (0..8192) MiB of MAP_PRIVATE|MAP_ANONYMOUS memory.  Every page whose
  * index is a multiple of 16 is left all-zero (it is only read, so it maps the
  * shared zero page); every other page is filled word by word with
  *     word[w] = mix64(seed ^ page * K) + (w + 1) * K2
@@ -81,8 +81,8 @@ int main(int argc, char **argv)
 	setsid();
 
 	long mib = argc > 1 ? strtol(argv[1], NULL, 0) : 64;
-	if (mib < 0 || mib > 2048)
-		setup_fail("MiB must be 0..2048, got %ld", mib);
+	if (mib < 0 || mib > 8192)
+		setup_fail("MiB must be 0..8192, got %ld", mib);
 	long permille = 0;
 	if (argc > 2) {
 		if (strcmp(argv[2], "write") != 0 || argc != 4)
