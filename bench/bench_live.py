@@ -74,7 +74,7 @@ def main() -> None:
                 )  # fmt: skip
                 stop = re.search(r"guest was paused for ([\d.]+) s", said)
                 pre_s, said = _ovm(
-                    "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path),
+                    "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
                     "--pid", str(root), "-D", str(work / "pre-copy"),
                 )  # fmt: skip
                 pre = re.search(

@@ -212,8 +212,8 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
 @click.option(
     "--precopy",
     is_flag=True,
-    help="With --live --qmp: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
-    " snapshot beside -D) and stop it only for the last pages; --mem is not needed.",
+    help="With --live --qmp --mem: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
+    " snapshot beside -D), stop it only for the last pages and a check of the snapshot against --mem.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(
@@ -238,14 +238,16 @@ def dump(
     ovm-offline dump guest.elf --pid 10000 -D images/
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
-    ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock -t 10000 -D images/
+    ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     """
     from . import dump as dumping
 
-    _check_dump_arguments(pid, container, directory, force, precopy and (not live or not qmp or source or vcpu_state))
-    opened = precopied_source(directory, qmp, quiet) if precopy else None
+    _check_dump_arguments(
+        pid, container, directory, force, precopy and (not live or not qmp or not mem or source or vcpu_state)
+    )
+    opened = precopied_source(directory, qmp, mem, quiet) if precopy else None
     with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
         prog = inventory_open_kernel(src, symbol_dirs)
         bar = None
@@ -282,21 +284,21 @@ def _check_dump_arguments(pid, container, directory, force, bad_precopy) -> None
     if (pid is None) == (container is None):
         raise click.UsageError("give either --pid or --container")
     if bad_precopy:
-        raise click.UsageError("--precopy takes --live --qmp SOCKET (and no SOURCE)")
+        raise click.UsageError("--precopy takes --live --qmp SOCKET --mem FILE (and no SOURCE)")
     if not directory:
         raise click.BadParameter("the images directory name is empty", param_hint="-D")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
 
 
 @contextlib.contextmanager
-def precopied_source(directory: str, qmp: str, quiet: bool):
+def precopied_source(directory: str, qmp: str, mem: str, quiet: bool):
     """A pre-copy snapshot of the guest behind `qmp`, beside the images directory while the dump
     reads it."""
     from .output import scratch_directory
     from .sources.precopy import precopy_snapshot
 
     with scratch_directory(directory, "precopy") as snapshot:
-        report = precopy_snapshot(qmp, snapshot)
+        report = precopy_snapshot(qmp, snapshot, mem)
         if not quiet:
             click.echo(report.line(), err=True)
         with sources.open_source(snapshot) as opened:

@@ -32,10 +32,11 @@ def test_precopy_images_are_those_of_the_stop_and_restore(tmp_path, kernel, work
         def paused(execute):
             execute("dump-guest-memory", {"paging": False, "protocol": f"file:{at_stop}"})
 
-        report = precopy_snapshot(guest.qmp_tool_path, snapshot, on_paused=paused)
+        report = precopy_snapshot(guest.qmp_tool_path, snapshot, guest.memory_file, on_paused=paused)
         assert report.paused_seconds is not None and report.ram.pages > 0
         result = ovm(
-            "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path), "--pid", str(root), "-D", str(images),
+            "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
+            "--pid", str(root), "-D", str(images),
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         said.append(result.stderr)
