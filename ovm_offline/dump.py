@@ -22,7 +22,7 @@ from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
-from .extract.namespaces import NamespaceRefusal, tree_namespaces
+from .extract.namespaces import tree_namespaces
 from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
@@ -35,7 +35,7 @@ from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
 from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
-from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory, TreeNamespaces
+from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
 
 __all__ = ["classify"]
 
@@ -225,13 +225,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
     refusals += unencodable_text(processes)
     filekinds.leave_out_dangling_files(processes, refusals)
     root_namespaces = namespace_ids(prog["init_task"])
-    try:
-        namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem)
-    except UnsupportedError as e:
-        namespaces, ns_refusals = (
-            TreeNamespaces(),
-            [NamespaceRefusal(processes[0].global_pid, processes[0].comm, str(e))],
-        )
+    namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem)
     refusals += [Refusal(r.pid, r.comm, r.why) for r in ns_refusals]
     if ns_refusals:
         return Extraction(tree, processes, shared, None, refusals)

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import GuestDataError
+from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from ..kernel.ns.uts import task_uts_ns, uts_domainname, uts_nodename
@@ -83,7 +83,6 @@ def _save_pid(ctx: TreeContext) -> None:
             root,
             f"is PID {root.pid} of a PID namespace of its own; only a namespace's init (PID 1) can be dumped with it",
         )
-    return None
 
 
 def _save_ipc(ctx: TreeContext) -> IpcNamespaceState:
@@ -165,7 +164,11 @@ def tree_namespaces(
                 f"is in a {kind.words} of its own ({kind.name}:[{root_inum}]); ovm-offline cannot save {kind.words}s yet",
             )
             continue
-        value = kind.save(ctx)
+        try:
+            value = kind.save(ctx)
+        except UnsupportedError as e:  # what the namespace holds (IPC message queues, ...)
+            ctx.refusals.append(NamespaceRefusal(processes[0].global_pid, processes[0].comm, str(e)))
+            continue
         if value is not None:
             setattr(saved, kind.name, value)
     return saved, ctx.refusals

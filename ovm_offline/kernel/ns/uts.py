@@ -4,6 +4,7 @@ uname(2) reports; sethostname and setdomainname write its nodename and domainnam
 from __future__ import annotations
 
 from ..core.objects import Pointer, Struct
+from .nsproxy import task_nsproxy
 
 __all__ = ["task_uts_ns", "uts_domainname", "uts_nodename"]
 
@@ -11,10 +12,8 @@ __all__ = ["task_uts_ns", "uts_domainname", "uts_nodename"]
 def task_uts_ns(task: Struct) -> Pointer | None:
     """The ``struct uts_namespace *`` of a ``struct task_struct`` (nsproxy->uts_ns), None for
     an exiting task without nsproxy."""
-    nsp = task.nsproxy
-    if not nsp:
-        return None
-    ns = nsp.uts_ns
+    nsp = task_nsproxy(task)
+    ns = nsp.uts_ns if nsp is not None else None
     return ns if ns else None
 
 
