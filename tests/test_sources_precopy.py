@@ -175,3 +175,20 @@ def test_pages_the_stream_had_stale_are_copied_at_the_stop(qemu, tmp_path, monke
     assert report.fixed_pages >= 1 and "stale pages fixed at the stop" in report.line()
     assert (snap / "guest-ram").read_bytes() == at_stop.read_bytes()
     assert qemu.status()["running"]
+
+
+def test_a_memory_file_that_is_not_this_guests_ram_is_refused_before_anything_starts(qemu, tmp_path):  # noqa: F811
+    """--mem is mapped for the check at the stop before the migration starts: a file of another
+    size (another guest's, or a truncated one) is refused then, and the guest runs on."""
+    _wait_for_firmware(qemu)
+    other = tmp_path / "other-ram"
+    other.write_bytes(bytes(1 << 20))
+    snap = _snapshot_dir(tmp_path)
+    with pytest.raises(SourceError, match=r"other-ram: is 1048576 bytes, not this guest's RAM \(ram0: \d+ bytes\)"):
+        precopy_snapshot(qemu.qmp_path, snap, other)
+    assert qemu.status()["running"]
+    assert "status" not in qemu.cmd("query-migrate"), "a migration was started"
+    assert not (snap / "guest-ram").exists()
+    (tmp_path / "2").mkdir()
+    with pytest.raises(SourceError, match=r"missing-ram: cannot open"):
+        precopy_snapshot(qemu.qmp_path, _snapshot_dir(tmp_path / "2"), tmp_path / "missing-ram")

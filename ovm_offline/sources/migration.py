@@ -111,16 +111,18 @@ def read_ram_stream(
     out_fd: int,
     where: str = "migration stream",
     max_block_bytes: int = MAX_BLOCK_BYTES,
+    block_bytes: int | None = None,
 ) -> RamStream:
     """Read a QEMU migration `stream` and write RAM block `block` (the guest RAM's memory
-    backend, at most `max_block_bytes` long) into file descriptor `out_fd` at its offsets, last
-    copy winning; a page re-sent as zero is written as zero. Returns when the device state
+    backend, at most `max_block_bytes` long, exactly `block_bytes` if given) into file
+    descriptor `out_fd` at its offsets, last copy winning; a page re-sent as zero is written
+    as zero. Returns when the device state
     starts (the RAM is then complete) or the stream ends. Raises SourceError on anything this
     reader does not know."""
     r = _Reader(stream, where)
     if r.u32() != QEVM_MAGIC or r.u32() != QEVM_VERSION:
         raise r.bad("no QEVM header of version 3")
-    ram = _RamBlock(r, block, out_fd, max_block_bytes)
+    ram = _RamBlock(r, block, out_fd, max_block_bytes, block_bytes)
     sections: dict[int, str] = {}
     while True:
         kind = r.u8()
@@ -155,8 +157,9 @@ def read_ram_stream(
 class _RamBlock:
     """The pages of one RAM block, written into a file as they arrive."""
 
-    def __init__(self, r: _Reader, block: str, out_fd: int, max_bytes: int) -> None:
+    def __init__(self, r: _Reader, block: str, out_fd: int, max_bytes: int, exact_bytes: int | None = None) -> None:
         self.r, self.block, self.out_fd, self.max_bytes = r, block, out_fd, max_bytes
+        self.exact_bytes = exact_bytes  # the file is that long already (and mapped: it must not shrink)
         self.result = RamStream(block)
         self.sent = bytearray()  # per page: _NEVER, _AS_ZERO (the file reads zero there) or _WITH_DATA
         self.current: str | None = None  # the last page's block: CONTINUE spans sections, as in QEMU's loader
@@ -194,7 +197,8 @@ class _RamBlock:
                 raise r.bad(f"more than {MAX_RAM_BLOCKS} RAM blocks")
             name, length = r.name(), r.u64()
             if name == self.block:
-                if length > self.max_bytes or length % PAGE_SIZE or self.result.block_bytes:
+                wrong = self.exact_bytes is not None and length != self.exact_bytes
+                if wrong or length > self.max_bytes or length % PAGE_SIZE or self.result.block_bytes:
                     raise r.bad(f"RAM block {name} of {length:#x} bytes")
                 self.result.block_bytes = length
                 os.ftruncate(self.out_fd, length)
