@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,31 @@ def test_volatility_reads_kdump_and_converted_elf(sample_dumps, variants, tmp_pa
             forms.append(variants[sample.name][VARIANTS[5]])  # plain layout, lzo
         for form in forms:
             assert _pslist(form, tmp_path, symbols) == expected, form
+
+
+_PEAK_RSS_OF_A_WHOLE_READ = """
+import os, sys
+from ovm_offline.sources import open_source
+def status(key):
+    return int(next(line for line in open("/proc/self/status") if line.startswith(key)).split()[1]) * 1024
+open("/proc/self/clear_refs", "w").write("5")  # the peak starts again from here
+before = status("VmRSS:")
+with open_source(sys.argv[1]) as src, open(os.devnull, "wb") as out:
+    for run in src.runs():
+        src.copy_to(run.start, run.length, out)
+print(status("VmHWM:") - before)
+"""
+
+
+def test_reading_a_whole_kdump_does_not_keep_it_resident(recording):
+    """Indexing a flattened kdump reads a header on every page of it, and decoding reads every
+    compressed page, through an mmap: the reader lets go of those pages as it goes, so the peak
+    RSS of a dump does not grow with the dump (a 1 GiB memhog's kdump dump peaked at 1 GiB)."""
+    kdump = recording("6.1", "memhog-64").kdumps["kdump-zlib"]
+    size = kdump.stat().st_size
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS_OF_A_WHOLE_READ, str(kdump)], capture_output=True, text=True, check=True
+    )
+    grew = int(result.stdout)
+    assert size > 80 << 20, "the kdump is too small to tell a resident file from buffers"
+    assert grew < size // 2, f"the peak RSS grew by {grew >> 20} MiB reading a {size >> 20} MiB kdump"

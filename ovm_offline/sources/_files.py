@@ -70,6 +70,14 @@ class ByteReader(Protocol):
         ...
 
 
+def release_resident(reader: ByteReader) -> None:
+    """Let go of the pages `reader`'s reads made resident in this process, if it maps its file
+    (a Volatility layer does not)."""
+    release = getattr(reader, "release_resident", None)
+    if release is not None:
+        release()
+
+
 class MappedFile:
     """A read-only mmap of a file with bounds-checked reads; also keeps the fd for sendfile."""
 
@@ -105,6 +113,12 @@ class MappedFile:
         if length >= _PREAD_FROM:
             return self.pread_unmapped(offset, length)
         return self.mm[offset : offset + length]
+
+    def release_resident(self) -> None:
+        """Unmap the pages reads have touched (they stay in the page cache): a walk through
+        a whole dump by small reads would otherwise keep all it read resident in this process."""
+        if self.mm is not None:
+            self.mm.madvise(mmap.MADV_DONTNEED)
 
     def pread_unmapped(self, offset: int, length: int) -> bytes:
         """pread() through the descriptor: the bytes are not mapped into this process, where

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from ._files import BULK_CHUNK, ByteReader, MappedFile, fail, write_zeros
+from ._files import BULK_CHUNK, ByteReader, MappedFile, fail, release_resident, write_zeros
 from .base import PhysicalRun, VcpuState
 from .kdump_format import (
     COMPRESSION_MASK,
@@ -49,6 +49,9 @@ __all__ = ["KdumpImage", "KdumpSource", "ZERO_PAGE"]
 BATCH_PAGES = 1024
 #: decoded pages kept for small reads
 PAGE_CACHE_PAGES = 256
+#: pages decoded between two releases of the container's resident pages (at most 4 MiB of
+#: compressed data stay mapped: a dump's RSS must not grow with the process's size)
+RELEASE_EVERY_PAGES = 1024
 ZERO_PAGE = bytes(PAGE_SIZE)
 _ZEROS = memoryview(bytes(16 * PAGE_SIZE))
 
@@ -66,6 +69,7 @@ class KdumpImage:
         self._load_bitmaps()
         self._load_notes()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._decoded_since_release = 0
 
     # -- parsing -----------------------------------------------------------------------------
     def _load_headers(self) -> None:
@@ -160,6 +164,10 @@ class KdumpImage:
                 self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {desc.offset:#x}, size {desc.size})"
             )
         data = self.layout.pread(desc.offset, desc.size)
+        self._decoded_since_release += 1
+        if self._decoded_since_release >= RELEASE_EVERY_PAGES:
+            self._decoded_since_release = 0
+            release_resident(self.reader)
         try:
             return decompress_page(data, desc.flags, PAGE_SIZE)
         except ValueError as exc:

@@ -12,7 +12,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-from ._files import ByteReader, fail
+from ._files import ByteReader, fail, release_resident
 
 __all__ = [
     "Bitmap",
@@ -59,6 +59,9 @@ FLAT_TYPE = 1
 FLAT_VERSION = 1
 #: logical offsets beyond this are a corrupt record (the logical file of a 4 PiB guest is smaller)
 MAX_LOGICAL_SIZE = 1 << 62
+#: records indexed between two releases of the pages their headers mapped (a 4 GiB dump holds
+#: about a million of them, one page apart)
+RELEASE_EVERY_RECORDS = 2048
 
 # -- the diskdump logical file ----------------------------------------------------------------------
 KDUMP_SIGNATURE = b"KDUMP   "
@@ -189,7 +192,10 @@ def index_flat_records(reader: ByteReader) -> tuple[array.array, array.array, ar
             starts.append(start)
             sizes.append(size)
             offsets.append(pos)
+            if not len(starts) % RELEASE_EVERY_RECORDS:
+                release_resident(reader)  # each header read maps the page it is on
         pos += size
+    release_resident(reader)
     return _sort_records(where, starts, sizes, offsets)
 
 
