@@ -1,9 +1,13 @@
 """Benchmark `ovm-offline dump`, as ratios against baselines measured in the same run.
 
     python bench/bench_dump.py [--kernel 6.1] [--workloads memhog-0,memhog-64,memhog-1024]
+                               [--sources elf,kdump,live] [--repeat 3] [--no-vol]
 
-For each memhog recording (recorded on first use; memhog-1024 needs a ~3 GiB guest):
-  * whole dump (fresh process, warm symbol cache) vs `cp` of a file as large as pages-1.img;
+For each memhog recording (recorded on first use; memhog-1024 needs a ~3 GiB guest, and
+memhog-N of other sizes, e.g. memhog-4096, is recorded without golden images) and each source
+of it (the ELF dump, the kdump-zlib dump, the recorded live snapshot):
+  * whole dump (fresh process, warm symbol cache) vs `cp` of a file as large as pages-1.img,
+    each the best of --repeat runs, taken in turn so that the host's writeback falls on both;
   * peak RSS of the dumping process (it must not grow with the process's size);
 and for memhog-64 the whole dump vs Volatility's `linux.proc.Maps --dump` of the same process.
 memhog-0 gives the fixed cost of dumping a process with almost no memory.
@@ -38,43 +42,58 @@ def timed(cmd: list[str], **kw) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss
 
 
+def source_of(rec, name: str) -> Path:
+    if name == "elf":
+        return rec.elf
+    if name == "kdump":
+        return rec.kdumps["kdump-zlib"]
+    if name == "live":
+        return rec.live_dir
+    raise SystemExit(f"unknown source {name!r}: elf, kdump or live")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel", default="6.1")
     ap.add_argument("--workloads", default="memhog-0,memhog-64,memhog-1024")
+    ap.add_argument("--sources", default="elf")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-vol", action="store_true", help="skip the Volatility comparison")
     args = ap.parse_args()
-    print(f"{'workload':<12} {'pages MiB':>9} {'dump s':>7} {'cp s':>6} {'dump/cp':>8} {'peak RSS MiB':>12}")
+    print(
+        f"{'workload':<12} {'source':<6} {'pages MiB':>9} {'dump s':>7} {'cp s':>6} {'dump/cp':>8} {'peak RSS MiB':>12}"
+    )
     with tempfile.TemporaryDirectory(prefix="ovm-bench-", dir=REPO / "corpus" / "cache") as tmp:
         tmp = Path(tmp)
         for name in args.workloads.split(","):
             rec = record(args.kernel, name, log=lambda m: print(m, file=sys.stderr))
             pid = rec.manifest["root_pid"]
             out = tmp / f"{name}-images"
-            cmd = [
-                sys.executable,
-                "-m",
-                "ovm_offline.cli",
-                "dump",
-                str(rec.elf),
-                "--pid",
-                str(pid),
-                "-D",
-                str(out),
-                "-q",
-            ]
-            timed(cmd + ["--force"])  # warm the symbol cache and the page cache of the dump
-            dump_s, rss = timed(cmd + ["--force"])
-            pages = out / "pages-1.img"
-            size = pages.stat().st_size
-            copy_src = tmp / "cp-src"
-            shutil.copyfile(pages, copy_src)
-            cp_s, _ = timed(["cp", str(copy_src), str(tmp / "cp-dst")])
-            for p in (copy_src, tmp / "cp-dst"):
-                p.unlink()
-            print(
-                f"{name:<12} {size / 2**20:>9.1f} {dump_s:>7.2f} {cp_s:>6.2f} {dump_s / max(cp_s, 1e-3):>8.1f} {rss / 1024:>12.1f}"
-            )
+            for source in args.sources.split(","):
+                cmd = [sys.executable, "-m", "ovm_offline.cli", "dump", str(source_of(rec, source))]
+                cmd += ["--pid", str(pid), "-D", str(out), "-q"]
+                shutil.rmtree(out, ignore_errors=True)
+                timed(cmd)  # warm the symbol cache and the page cache of the dump
+                pages = out / "pages-1.img"
+                size = pages.stat().st_size
+                copy_src = tmp / "cp-src"
+                shutil.copyfile(pages, copy_src)
+                dump_runs, cp_runs, rss = [], [], 0
+                for _ in range(args.repeat):
+                    shutil.rmtree(out)  # both write new files: no --force removal in the time
+                    dump_s, peak = timed(cmd)
+                    dump_runs.append(dump_s)
+                    rss = max(rss, peak)
+                    (tmp / "cp-dst").unlink(missing_ok=True)
+                    cp_runs.append(timed(["cp", str(copy_src), str(tmp / "cp-dst")])[0])
+                for p in (copy_src, tmp / "cp-dst"):
+                    p.unlink(missing_ok=True)
+                dump_s, cp_s = min(dump_runs), min(cp_runs)
+                print(
+                    f"{name:<12} {source:<6} {size / 2**20:>9.1f} {dump_s:>7.2f} {cp_s:>6.2f}"
+                    f" {dump_s / max(cp_s, 1e-3):>8.1f} {rss / 1024:>12.1f}",
+                    flush=True,
+                )
             if name == "memhog-64" and not args.no_vol and shutil.which("vol"):
                 vol_dir = tmp / "vol"
                 vol_dir.mkdir()

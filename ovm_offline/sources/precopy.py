@@ -11,7 +11,7 @@ QEMU's dirty tracking is not exact under TCG (a guest's first migration here los
 pages written by the kernel), so at the stop every page of the snapshot is compared with the
 guest's memory file and the stale ones copied: that check, at memory speed over mappings
 filled before the migration began, is most of the stop and grows with the guest's RAM (about
-0.1 s per GiB here). The cost besides: the whole guest RAM streams (zero pages as one flag
+75 ms per GiB here). The cost besides: the whole guest RAM streams (zero pages as one flag
 byte), not only the dumped process's pages, and the snapshot takes disk for the guest's
 non-zero pages until the dump is written.
 """
