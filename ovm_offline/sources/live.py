@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import mmap
 import os
 import re
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -123,20 +125,18 @@ def guess_memdev(ranges: list[FlatRange], file_size: int) -> str | None:
 # search for the name, not the zero note type before it: a pattern starting with a rare byte
 # lets find() skip through memory (a leading NUL matches everywhere in zeroed RAM)
 _VMCOREINFO_NAME = b"VMCOREINFO\x00\x00"
+_SCAN_WINDOW = 64 << 20
 _MAX_VMCOREINFO = 1 << 16
 
 
 def find_vmcoreinfo(data: Any) -> dict[str, str] | None:
     """The guest kernel's VMCOREINFO ELF note, found in RAM the way QEMU's vmcoreinfo device
     would hand it over: namesz 11, type 0, "VMCOREINFO", text starting with OSRELEASE=. Linux
-    allocates the note page-aligned; a page-aligned hit wins over others (stale copies)."""
+    allocates the note page-aligned; a page-aligned hit wins over others (stale copies).
+    An mmap is scanned a window at a time, each let go of once scanned: the note can sit GiBs
+    in, and every page the search reads would otherwise stay resident in this process."""
     first = None
-    pos = 0
-    while True:
-        hit = data.find(_VMCOREINFO_NAME, pos)
-        if hit < 0:
-            break
-        pos = hit + 1
+    for hit in _find_all(data, _VMCOREINFO_NAME):
         head = hit - 12
         if head < 0 or head % 4:
             continue
@@ -152,6 +152,20 @@ def find_vmcoreinfo(data: Any) -> dict[str, str] | None:
         if first is None:
             first = parse_vmcoreinfo(text)
     return first
+
+
+def _find_all(data: Any, needle: bytes) -> Iterator[int]:
+    """Offsets of `needle` in `data` (an mmap, or bytes), in order."""
+    release = getattr(data, "madvise", None)
+    end = len(data)
+    for window in range(0, end, _SCAN_WINDOW):
+        stop = min(end, window + _SCAN_WINDOW + len(needle) - 1)  # a hit across the border
+        pos = window
+        while (hit := data.find(needle, pos, stop)) >= 0:
+            pos = hit + 1
+            yield hit
+        if release is not None:
+            release(mmap.MADV_DONTNEED, window, min(_SCAN_WINDOW, end - window))
 
 
 # ==== sources =====================================================================================
