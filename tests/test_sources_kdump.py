@@ -461,3 +461,127 @@ def test_corrupt_kdumps_only_raise_source_error(data):
                     src.copy_to(run.start, size, io.BytesIO())
         except SourceError as exc:
             assert "\n" not in str(exc)
+
+
+# ---- decoding on all cores: copy_ranges_to --------------------------------------------------
+
+
+@pytest.fixture
+def parallel_everything(monkeypatch):
+    """Make any copy of two pages or more go through worker processes, four of them."""
+    from ovm_offline.sources import kdump
+
+    monkeypatch.setattr(kdump, "PARALLEL_FROM_BYTES", 2 * PAGE_SIZE)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+
+
+def _some_ranges(src, rnd: random.Random) -> list[tuple[int, int]]:
+    ranges = []
+    for run in src.runs():
+        lo = rnd.randrange(0, run.length)
+        hi = rnd.randrange(lo, run.length) + 1
+        ranges.append((run.start + lo, hi - lo))  # unaligned ends included
+    rnd.shuffle(ranges)
+    return ranges
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(kdump_specs(), st.sampled_from(["zlib", "raw"]), st.integers(0, 1000))
+def test_ranges_decoded_by_workers_are_the_bytes_copy_to_writes(parallel_everything, spec, compression, seed):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dump"
+        build_kdump(path, spec, compression, flattened=True, max_record=3000)
+        with open_source(path) as src:
+            ranges = _some_ranges(src, random.Random(seed))
+            expected = io.BytesIO()
+            for paddr, length in ranges:
+                src.copy_to(paddr, length, expected)
+            with open(Path(tmp) / "out", "w+b") as out:
+                out.write(b"head")  # what the file already holds stays; ours follows it
+                src.copy_ranges_to(ranges, out)
+                assert out.tell() == 4 + len(expected.getvalue())
+                out.write(b"tail")
+                out.seek(0)
+                assert out.read() == b"head" + expected.getvalue() + b"tail"
+
+
+def test_a_corrupt_page_in_a_workers_share_is_the_same_one_line_error(parallel_everything, tmp_path, monkeypatch):
+    spec = (4000, {p: True for p in range(64)}, {p: (f"page {p} ".encode() * 600)[:PAGE_SIZE] for p in range(64)})
+    path = tmp_path / "dump"
+    build_kdump(path, spec, "zlib", flattened=False)
+    raw = bytearray(path.read_bytes())
+    raw[-4:] = bytes(4)  # the zlib checksum of the last page, the one the last worker decodes
+    path.write_bytes(raw)
+    workers: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            workers.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    with open_source(path) as src, open(tmp_path / "out", "wb") as out:
+        with pytest.raises(SourceError, match=r"dump: page at guest-physical 0x3f000: zlib") as e:
+            src.copy_ranges_to([(0, 64 * PAGE_SIZE)], out)
+    assert "\n" not in str(e.value)
+    assert len(workers) == 3
+    for pid in workers:  # every worker was waited for
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_range_the_dump_lacks_is_refused_before_any_worker_starts(parallel_everything, tmp_path, monkeypatch):
+    spec = (4000, {p: True for p in range(16)}, {p: bytes([p]) * PAGE_SIZE for p in range(16)})
+    path = tmp_path / "dump"
+    build_kdump(path, spec, "zlib", flattened=True)
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("a worker started"))
+    with open_source(path) as src, open(tmp_path / "out", "wb") as out:
+        with pytest.raises(SourceError, match="guest-physical address 0x10000 is not in the dump"):
+            src.copy_ranges_to([(0, 8 * PAGE_SIZE), (8 * PAGE_SIZE, 16 * PAGE_SIZE)], out)
+        assert out.tell() == 0
+
+
+def test_a_stream_that_is_not_a_regular_file_is_written_range_by_range(parallel_everything, tmp_path, monkeypatch):
+    spec = (4000, {p: True for p in range(16)}, {p: bytes([p]) * PAGE_SIZE for p in range(16)})
+    path = tmp_path / "dump"
+    build_kdump(path, spec, "zlib", flattened=True)
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("a worker started"))
+    with open_source(path) as src:
+        sink = io.BytesIO()
+        src.copy_ranges_to([(PAGE_SIZE, 4 * PAGE_SIZE)], sink)
+    assert sink.getvalue() == b"".join(bytes([p]) * PAGE_SIZE for p in range(1, 5))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(1, 1 << 16)), min_size=1, max_size=30),
+    st.integers(1, 8),
+    st.integers(0, 1 << 20),
+)
+def test_shares_cover_the_ranges_in_order_cut_only_at_pages(ranges, parts, base):
+    from ovm_offline.sources.kdump import _split_ranges
+
+    shares = _split_ranges(ranges, base, parts)
+    assert 1 <= len(shares) <= parts
+    pieces = [piece for share in shares for piece in share]
+    offset = base
+    for _paddr, length, at in pieces:
+        assert at == offset and length > 0
+        offset += length
+    assert offset == base + sum(n for _p, n in ranges)
+    # joined back, the pieces are the ranges; every cut inside a range is at a page boundary
+    i, covered = 0, 0
+    for paddr, length, _at in pieces:
+        assert paddr == ranges[i][0] + covered
+        if covered:
+            assert paddr % PAGE_SIZE == 0, "a range cut off a page boundary"
+        covered += length
+        assert covered <= ranges[i][1]
+        if covered == ranges[i][1]:
+            i, covered = i + 1, 0
+    assert i == len(ranges)
