@@ -485,13 +485,14 @@ def _some_ranges(src, rnd: random.Random) -> list[tuple[int, int]]:
     return ranges
 
 
+@pytest.mark.usefixtures("parallel_everything")
 @settings(
     max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(kdump_specs(), st.sampled_from(["zlib", "raw"]), st.integers(0, 1000))
-def test_ranges_decoded_by_workers_are_the_bytes_copy_to_writes(parallel_everything, spec, compression, seed):
+def test_ranges_decoded_by_workers_are_the_bytes_copy_to_writes(spec, compression, seed):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "dump"
         build_kdump(path, spec, compression, flattened=True, max_record=3000)
@@ -509,7 +510,8 @@ def test_ranges_decoded_by_workers_are_the_bytes_copy_to_writes(parallel_everyth
                 assert out.read() == b"head" + expected.getvalue() + b"tail"
 
 
-def test_a_corrupt_page_in_a_workers_share_is_the_same_one_line_error(parallel_everything, tmp_path, monkeypatch):
+@pytest.mark.usefixtures("parallel_everything")
+def test_a_corrupt_page_in_a_workers_share_is_the_same_one_line_error(tmp_path, monkeypatch):
     spec = (4000, {p: True for p in range(64)}, {p: (f"page {p} ".encode() * 600)[:PAGE_SIZE] for p in range(64)})
     path = tmp_path / "dump"
     build_kdump(path, spec, "zlib", flattened=False)
@@ -536,7 +538,8 @@ def test_a_corrupt_page_in_a_workers_share_is_the_same_one_line_error(parallel_e
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_a_range_the_dump_lacks_is_refused_before_any_worker_starts(parallel_everything, tmp_path, monkeypatch):
+@pytest.mark.usefixtures("parallel_everything")
+def test_a_range_the_dump_lacks_is_refused_before_any_worker_starts(tmp_path, monkeypatch):
     spec = (4000, {p: True for p in range(16)}, {p: bytes([p]) * PAGE_SIZE for p in range(16)})
     path = tmp_path / "dump"
     build_kdump(path, spec, "zlib", flattened=True)
@@ -547,7 +550,8 @@ def test_a_range_the_dump_lacks_is_refused_before_any_worker_starts(parallel_eve
         assert out.tell() == 0
 
 
-def test_a_stream_that_is_not_a_regular_file_is_written_range_by_range(parallel_everything, tmp_path, monkeypatch):
+@pytest.mark.usefixtures("parallel_everything")
+def test_a_stream_that_is_not_a_regular_file_is_written_range_by_range(tmp_path, monkeypatch):
     spec = (4000, {p: True for p in range(16)}, {p: bytes([p]) * PAGE_SIZE for p in range(16)})
     path = tmp_path / "dump"
     build_kdump(path, spec, "zlib", flattened=True)
