@@ -373,7 +373,7 @@ def test_the_vmcoreinfo_scan_finds_a_note_across_windows_and_keeps_little_reside
     ram = tmp_path / "guest-ram"
     with open(ram, "wb") as f:
         f.truncate(384 << 20)
-        f.seek(380 << 20)
+        f.seek((380 << 20) + 64)  # not page-aligned: found by the search through every byte
         f.write(note)
     script = (
         "import mmap, sys\n"

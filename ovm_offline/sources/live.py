@@ -126,32 +126,57 @@ def guess_memdev(ranges: list[FlatRange], file_size: int) -> str | None:
 # lets find() skip through memory (a leading NUL matches everywhere in zeroed RAM)
 _VMCOREINFO_NAME = b"VMCOREINFO\x00\x00"
 _SCAN_WINDOW = 64 << 20
+_PAGE = 4096
+_NAME_WORD = int.from_bytes(_VMCOREINFO_NAME[:4], "little")
 _MAX_VMCOREINFO = 1 << 16
 
 
 def find_vmcoreinfo(data: Any) -> dict[str, str] | None:
     """The guest kernel's VMCOREINFO ELF note, found in RAM the way QEMU's vmcoreinfo device
     would hand it over: namesz 11, type 0, "VMCOREINFO", text starting with OSRELEASE=. Linux
-    allocates the note page-aligned; a page-aligned hit wins over others (stale copies).
-    An mmap is scanned a window at a time, each let go of once scanned: the note can sit GiBs
-    in, and every page the search reads would otherwise stay resident in this process."""
-    first = None
+    allocates the note page-aligned, so the start of every page is looked at first (one word
+    a page: about ten times faster than searching every byte); only when none holds it is all
+    of RAM searched, and the first unaligned copy taken (a kernel that keeps the note in its
+    data). An mmap is read a window at a time, each let go of once read: the note can sit GiBs
+    in, and every page read would otherwise stay resident in this process."""
+    for head in _page_starts_named(data):
+        note = _note_at(data, head)
+        if note is not None:
+            return note
     for hit in _find_all(data, _VMCOREINFO_NAME):
         head = hit - 12
-        if head < 0 or head % 4:
-            continue
-        namesz, descsz, ntype = struct.unpack_from("<III", data, head)
-        desc = head + 12 + 12
-        if namesz != 11 or ntype != 0 or not 0 < descsz <= _MAX_VMCOREINFO or desc + descsz > len(data):
-            continue
-        text = bytes(data[desc : desc + descsz])
-        if not text.startswith(b"OSRELEASE="):
-            continue
-        if head % 4096 == 0:
-            return parse_vmcoreinfo(text)
-        if first is None:
-            first = parse_vmcoreinfo(text)
-    return first
+        if head >= 0 and head % 4 == 0 and (note := _note_at(data, head)) is not None:
+            return note
+    return None
+
+
+def _note_at(data: Any, head: int) -> dict[str, str] | None:
+    """The VMCOREINFO note whose header is at `head`, if that is one."""
+    if head + 24 > len(data):
+        return None
+    namesz, descsz, ntype = struct.unpack_from("<III", data, head)
+    desc = head + 12 + 12
+    if namesz != 11 or ntype != 0 or not 0 < descsz <= _MAX_VMCOREINFO or desc + descsz > len(data):
+        return None
+    if bytes(data[head + 12 : head + 24]) != _VMCOREINFO_NAME:
+        return None
+    text = bytes(data[desc : desc + descsz])
+    return parse_vmcoreinfo(text) if text.startswith(b"OSRELEASE=") else None
+
+
+def _page_starts_named(data: Any) -> Iterator[int]:
+    """Offsets of the pages of `data` whose bytes 12..15 are "VMCO" (where a page-aligned note
+    has its name), read as one word a page."""
+    release = getattr(data, "madvise", None)
+    end = len(data) // _PAGE * _PAGE
+    with memoryview(data) as whole:
+        for window in range(0, end, _SCAN_WINDOW):
+            stop = min(end, window + _SCAN_WINDOW)
+            with whole[window:stop] as piece, piece.cast("I") as words, words[3 :: _PAGE // 4] as name_words:
+                found = [i for i, word in enumerate(name_words.tolist()) if word == _NAME_WORD]
+            yield from (window + i * _PAGE for i in found)
+            if release is not None:
+                release(mmap.MADV_DONTNEED, window, stop - window)
 
 
 def _find_all(data: Any, needle: bytes) -> Iterator[int]:
