@@ -20,7 +20,6 @@ _.minimum_address
 _.dependencies
 _.stack_order
 _.progress_callback
-_.parallel_everything  # tests/test_sources_kdump.py: a fixture pytest applies by name (usefixtures)
 
 # Fields of protobuf messages, set by assignment (the generated classes are not read).
 _.blk_sigset

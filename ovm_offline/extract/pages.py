@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from ..errors import UnsupportedError
-from ..sources.base import PhysicalSource, copy_ranges
+from ..sources.base import PhysicalSource
 from ..state import MmState, PageRun, UserWrite
 
 __all__ = [
@@ -186,10 +186,11 @@ def write_page_runs(
     entries: a process's memory, or a shmem file's (vaddr = offset in the file, which is
     how CRIU's do_dump_one_shmem numbers them)."""
     st = stats if stats is not None else PagesStats()
-    stretches = list(_physical_stretches(runs))
-    copy_ranges(source, stretches, pages_file)
-    st.copies += len(stretches)
-    written = sum(n for _pa, n in stretches)
+    written = 0
+    for pa, n in _physical_stretches(runs):
+        source.copy_to(pa, n, pages_file)
+        st.copies += 1
+        written += n
     entries = list(pagemap_entries(runs))
     st.bytes += written
     st.pages += written // PAGE_SIZE

@@ -197,12 +197,6 @@ def bulk_copy(out: BinaryIO, fd: int, mm: mmap.mmap, offset: int, length: int) -
             length -= size
 
 
-def regular_file_fd(out: BinaryIO) -> int | None:
-    """The descriptor behind `out` if it is a regular file (positioned writes work), else None."""
-    fd = _out_fileno(out)
-    return fd if fd is not None and _is_regular_file(fd) else None
-
-
 def _is_regular_file(fd: int) -> bool:
     try:
         return stat.S_ISREG(os.fstat(fd).st_mode)

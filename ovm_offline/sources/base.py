@@ -7,7 +7,7 @@ guest-physical memory are. Kernel-side code (ovm_offline.kernel) interprets them
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
 __all__ = ["PhysicalRun", "PhysicalSource", "VcpuFpu", "VcpuState", "iter_chunks"]
@@ -92,18 +92,6 @@ class PhysicalSource(Protocol):
     def __enter__(self) -> PhysicalSource: ...
 
     def __exit__(self, *exc: object) -> None: ...
-
-
-def copy_ranges(source: PhysicalSource, ranges: Sequence[tuple[int, int]], out: BinaryIO) -> None:
-    """Write the guest-physical `ranges` (paddr, length) one after another to `out`: through the
-    source's own copy_ranges_to where it has one (a kdump decodes them on all cores), else
-    range by range with copy_to."""
-    copy_ranges_to = getattr(source, "copy_ranges_to", None)
-    if copy_ranges_to is not None:
-        copy_ranges_to(ranges, out)
-        return
-    for paddr, length in ranges:
-        source.copy_to(paddr, length, out)
 
 
 def iter_chunks(start: int, length: int, chunk: int) -> Iterator[tuple[int, int]]:

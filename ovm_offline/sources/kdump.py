@@ -14,13 +14,11 @@ page_desc per dumped page in pfn order, then the page data (zlib/lzo/snappy or r
 from __future__ import annotations
 
 import os
-import signal
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from typing import BinaryIO, cast
+from collections.abc import Iterator
+from typing import BinaryIO
 
-from ..errors import SourceError
-from ._files import BULK_CHUNK, ByteReader, MappedFile, fail, regular_file_fd, release_resident, write_zeros
+from ._files import BULK_CHUNK, ByteReader, MappedFile, fail, release_resident, write_zeros
 from .base import PhysicalRun, VcpuState
 from .kdump_format import (
     COMPRESSION_MASK,
@@ -54,10 +52,6 @@ PAGE_CACHE_PAGES = 256
 #: pages decoded between two releases of the container's resident pages (at most 4 MiB of
 #: compressed data stay mapped: a dump's RSS must not grow with the process's size)
 RELEASE_EVERY_PAGES = 1024
-#: decoding pages is most of a kdump dump's time, one core each: ranges at least this long
-#: are split among worker processes (threads would take the GIL back after every page)
-PARALLEL_FROM_BYTES = 32 << 20
-MAX_WORKERS = 8
 ZERO_PAGE = bytes(PAGE_SIZE)
 _ZEROS = memoryview(bytes(16 * PAGE_SIZE))
 
@@ -308,150 +302,6 @@ class KdumpImage:
         finally:
             chunks.release()
 
-    def copy_ranges_to(self, ranges: Sequence[tuple[int, int]], out: BinaryIO) -> None:
-        """Write the guest-physical `ranges` (paddr, length) one after another to `out`:
-        decoded by worker processes, each writing its share at its own offset, when `out` is a
-        regular file and there is enough to decode; else range by range."""
-        total = sum(length for _paddr, length in ranges)
-        fd = regular_file_fd(out)
-        workers = min(os.cpu_count() or 1, MAX_WORKERS, total // (PARALLEL_FROM_BYTES // 2))
-        if fd is None or workers < 2 or total < PARALLEL_FROM_BYTES:
-            for paddr, length in ranges:
-                self.copy_to(paddr, length, out)
-            return
-        for paddr, length in ranges:  # a range the dump lacks is refused before any worker starts
-            self.check_range(paddr, length)
-        out.flush()
-        base = out.tell()
-        shares = _split_ranges(ranges, base, workers)
-        children: list[tuple[int, int]] = []  # (pid, read end of its error pipe)
-        try:
-            for share in shares[1:]:
-                children.append(self._fork_writer(share, fd))
-            self._pwrite_ranges(shares[0], fd)
-            reports = [_wait_writer(pid, pipe) for pid, pipe in children]
-            children = []
-        finally:
-            for pid, pipe in children:  # our own share failed, or Ctrl-C: stop and reap the rest
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                _wait_writer(pid, pipe)
-        for report in reports:
-            _raise_report(report)
-        out.seek(base + total)
-
-    def check_range(self, paddr: int, length: int) -> None:
-        """SourceError unless every page of [paddr, paddr+length) is in the dump."""
-        first, last = paddr // PAGE_SIZE, (paddr + length - 1) // PAGE_SIZE
-        if paddr < 0 or length <= 0 or last >= self.nbits:
-            raise fail(self.where, f"guest-physical range {paddr:#x}+{length:#x} is not in the dump")
-        count = last - first + 1
-        holes = ~self.present.bits(first, count) & ((1 << count) - 1)
-        if holes:
-            missing = first + (holes & -holes).bit_length() - 1
-            raise fail(self.where, f"guest-physical address {missing * PAGE_SIZE:#x} is not in the dump")
-
-    def _fork_writer(self, share: list[tuple[int, int, int]], fd: int) -> tuple[int, int]:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the worker: its share, then out, without running anything of the parent's
-            report = b""
-            try:
-                os.close(read_end)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler removes output
-                self._pwrite_ranges(share, fd)
-            except SourceError as exc:
-                report = b"S" + str(exc).encode("utf-8", "replace")
-            except OSError as exc:
-                report = b"O" + f"{exc.errno}:{exc.strerror}".encode("utf-8", "replace")
-            except BaseException as exc:
-                report = b"X" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")
-            finally:
-                try:
-                    os.write(write_end, report[:4000])
-                finally:
-                    os._exit(1 if report else 0)
-        os.close(write_end)
-        return pid, read_end
-
-    def _pwrite_ranges(self, share: list[tuple[int, int, int]], fd: int) -> None:
-        """Decode (paddr, length, file offset) pieces into `fd` with positioned writes."""
-        target = _PositionedWriter(fd)
-        for paddr, length, offset in share:
-            target.at = offset
-            self.copy_to(paddr, length, cast(BinaryIO, target))
-
-
-class _PositionedWriter:
-    """The write() copy_to needs, as positioned writes into a file at `at` (workers share the
-    file's descriptor and so its position: none may use it)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.at = fd, 0
-
-    def write(self, data: bytes | memoryview) -> int:
-        with memoryview(data) as whole:
-            view = whole
-            while view:
-                done = os.pwrite(self.fd, view, self.at)
-                view, self.at = view[done:], self.at + done
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-
-def _split_ranges(ranges: Sequence[tuple[int, int]], base: int, parts: int) -> list[list[tuple[int, int, int]]]:
-    """At most `parts` shares of about equal bytes, each a list of (paddr, length, file offset
-    from `base`); a range is cut only at page boundaries."""
-    total = sum(length for _paddr, length in ranges)
-    target = -(-total // parts)
-    shares: list[list[tuple[int, int, int]]] = [[]]
-    filled, offset = 0, base
-    for paddr, length in ranges:
-        while length:
-            take = length
-            if filled + take > target and len(shares) < parts:
-                end = (paddr + target - filled + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE
-                take = min(length, max(end - paddr, PAGE_SIZE - paddr % PAGE_SIZE))
-            shares[-1].append((paddr, take, offset))
-            paddr, length, offset, filled = paddr + take, length - take, offset + take, filled + take
-            if filled >= target and len(shares) < parts:
-                shares.append([])
-                filled = 0
-    return [share for share in shares if share]
-
-
-def _wait_writer(pid: int, pipe: int) -> bytes:
-    """A worker's report: empty if it wrote its share."""
-    report = b""
-    try:
-        while chunk := os.read(pipe, 4096):
-            report += chunk
-    finally:
-        os.close(pipe)
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0 and not report:
-        return f"Xa decoding worker ended with wait status {status:#x}".encode()
-    return report
-
-
-def _raise_report(report: bytes) -> None:
-    """Raise in this process what a worker raised: the same SourceError or OSError (so the
-    caller reports it as if it were its own); anything else is an internal error."""
-    if not report:
-        return
-    kind, text = report[:1], report[1:].decode("utf-8", "replace")
-    if kind == b"S":
-        raise SourceError(text)
-    if kind == b"O":
-        number, _, why = text.partition(":")
-        raise OSError(int(number) if number.isdigit() else 0, why)
-    raise RuntimeError(f"kdump decoding worker: {text}")
-
 
 class _ChunkWriter:
     """Gathers pages in one reused buffer, written out BULK_CHUNK at a time (a fresh bytearray
@@ -508,9 +358,6 @@ class KdumpSource:
 
     def copy_to(self, paddr: int, length: int, out: BinaryIO, sparse: bool = False) -> None:
         self.image.copy_to(paddr, length, out, sparse)
-
-    def copy_ranges_to(self, ranges: Sequence[tuple[int, int]], out: BinaryIO) -> None:
-        self.image.copy_ranges_to(ranges, out)
 
     def vcpus(self) -> list[VcpuState]:
         return list(self.image.notes.vcpus)
