@@ -192,3 +192,18 @@ def test_a_memory_file_that_is_not_this_guests_ram_is_refused_before_anything_st
     (tmp_path / "2").mkdir()
     with pytest.raises(SourceError, match=r"missing-ram: cannot open"):
         precopy_snapshot(qemu.qmp_path, _snapshot_dir(tmp_path / "2"), tmp_path / "missing-ram")
+
+
+def test_a_memory_file_of_the_right_size_that_is_not_the_guests_is_refused(qemu, tmp_path):  # noqa: F811
+    """Another guest's RAM file of the same size (here a copy of this one's) must not pass:
+    the check at the stop would copy its pages into the snapshot wherever they differ, and the
+    dump would be silently of another guest."""
+    _wait_for_firmware(qemu)
+    copy = tmp_path / "copy-of-ram"
+    shutil.copyfile(qemu.ram, copy)
+    snap = _snapshot_dir(tmp_path)
+    with pytest.raises(SourceError, match=r"copy-of-ram: is not the mem-path of any memory backend of this QEMU"):
+        precopy_snapshot(qemu.qmp_path, snap, copy)
+    assert qemu.status()["running"]
+    assert "status" not in qemu.cmd("query-migrate"), "a migration was started"
+    assert not (snap / "guest-ram").exists()

@@ -32,6 +32,7 @@ __all__ = [
     "RECORDED_MEMORY",
     "RecordedLiveSource",
     "find_vmcoreinfo",
+    "memdev_backed_by",
     "guess_memdev",
     "is_recorded_live",
     "parse_mtree_flat",
@@ -191,6 +192,27 @@ def _find_all(data: Any, needle: bytes) -> Iterator[int]:
             yield hit
         if release is not None:
             release(mmap.MADV_DONTNEED, window, min(_SCAN_WINDOW, end - window))
+
+
+def memdev_backed_by(qmp: _Qmp, memory_file: str | os.PathLike[str]) -> str:
+    """The id of the memory backend of the QEMU behind `qmp` whose mem-path is `memory_file`;
+    SourceError if none is (another guest's file, or a copy)."""
+    backends = qmp.execute("query-memdev")
+    ids = [b.get("id") for b in backends if b.get("id")]
+    for backend_id in ids:
+        try:
+            mem_path = qmp.execute("qom-get", {"path": f"/objects/{backend_id}", "property": "mem-path"})
+        except Exception:
+            continue  # memory-backend-ram has no mem-path
+        try:
+            if os.path.samefile(mem_path, memory_file):
+                return backend_id
+        except OSError:
+            continue
+    raise fail(
+        memory_file,
+        f"is not the mem-path of any memory backend of this QEMU (backends: {', '.join(ids) or 'none'})",
+    )
 
 
 # ==== sources =====================================================================================
@@ -398,23 +420,7 @@ class LiveSource(RamFileSource):
             self.we_paused = True
 
     def _find_memdev(self, memory_file: str | os.PathLike[str]) -> str:
-        """The id of the memory backend whose mem-path is `memory_file`."""
-        backends = self._qmp.execute("query-memdev")
-        ids = [b.get("id") for b in backends if b.get("id")]
-        for backend_id in ids:
-            try:
-                mem_path = self._qmp.execute("qom-get", {"path": f"/objects/{backend_id}", "property": "mem-path"})
-            except Exception:
-                continue  # memory-backend-ram has no mem-path
-            try:
-                if os.path.samefile(mem_path, memory_file):
-                    return backend_id
-            except OSError:
-                continue
-        raise fail(
-            memory_file,
-            f"is not the mem-path of any memory backend of this QEMU (backends: {', '.join(ids) or 'none'})",
-        )
+        return memdev_backed_by(self._qmp, memory_file)
 
     def _atexit(self) -> None:
         self._shutdown(raise_errors=False)

@@ -29,7 +29,16 @@ from typing import Any, BinaryIO, cast
 
 from ..errors import OutputError
 from ._files import fail
-from .live import QMP_TIMEOUT, RECORDED_MEMORY, RECORDED_MTREE, RECORDED_REGISTERS, _Qmp, guess_memdev, parse_mtree_flat
+from .live import (
+    QMP_TIMEOUT,
+    RECORDED_MEMORY,
+    RECORDED_MTREE,
+    RECORDED_REGISTERS,
+    _Qmp,
+    guess_memdev,
+    memdev_backed_by,
+    parse_mtree_flat,
+)
 from .migration import MAX_BLOCK_BYTES, RamStream, read_ram_stream
 
 __all__ = ["PrecopyReport", "precopy_snapshot"]
@@ -198,6 +207,11 @@ class _Precopy:
             raise fail(memory_file, f"cannot open: {exc.strerror}") from None
         if not file_size or file_size % PAGE_BYTES or file_size > MAX_BLOCK_BYTES or (size and size != file_size):
             raise fail(memory_file, f"is {file_size} bytes, not this guest's RAM ({block}: {size} bytes)")
+        # a file of the right size may still be another guest's: the check at the stop would
+        # then copy that guest's pages into this one's snapshot
+        backing = memdev_backed_by(qmp, memory_file)
+        if backing != block:
+            raise fail(memory_file, f"backs {backing}, but guest RAM is {block}; pre-copy snapshots one RAM block")
         (self.directory / RECORDED_MTREE).write_text(mtree)
         self.out_fd = os.open(self.directory / RECORDED_MEMORY, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
