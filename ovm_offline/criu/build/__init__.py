@@ -26,7 +26,7 @@ from .cgroup import CRIU_CGROUP, CgroupSets
 from .common import F, T, Written
 from .files import FD_CLOEXEC, FileTable, KindWriter
 from .mm import ShmemImages, mm_entry, pagemap_entries
-from .ns import ObjectIds, timens_entry, utsns_entry, write_ipc_namespace
+from .ns import NAMESPACE_WRITERS, ObjectIds, timens_entry
 from .task import core
 
 __all__ = ["CRIU_CGROUP", "DumpSet", "PagesWriter", "ShmemPagesWriter", "Written", "write_dump"]
@@ -150,11 +150,10 @@ class _Writer:
         cgroup = self.cg_sets.image(self.cg_sets.set_of(dump.processes[0]))
         if cgroup is not None:
             self.put(images.CGROUP, [cgroup])
-        ns = dump.namespaces
-        if ns.uts is not None:
-            self.put(images.UTSNS, [utsns_entry(ns.uts)], self.ids.ns("uts", ns.uts.inum))
-        if ns.ipc is not None:
-            write_ipc_namespace(ns.ipc, self.ids.ns("ipc", ns.ipc.inum), self.shmem, self.put)
+        for kind, write in NAMESPACE_WRITERS.items():
+            state = getattr(dump.namespaces, kind)
+            if state is not None:
+                write(state, self.ids.ns(kind, state.inum), self.shmem, self.put)
         self.put(images.SECCOMP, [T.seccomp_entry()])
         self.put(images.TIMENS, [timens_entry(dump.monotonic_ns, dump.boottime_ns)], 0)
 

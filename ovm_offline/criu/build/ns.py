@@ -5,13 +5,14 @@ inventory's root_ids), the tree's own IPC namespace (ipcns-var, ipcns-shm) and U
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ...state import IpcNamespaceState, NamespaceIds, ProcessState, UtsNamespaceState
 from .. import images
 from .common import N, T
 from .mm import ShmemImages
 
-__all__ = ["NS_ORDER", "ObjectIds", "timens_entry", "utsns_entry", "write_ipc_namespace"]
+__all__ = ["NAMESPACE_WRITERS", "NS_ORDER", "ObjectIds", "timens_entry", "utsns_entry", "write_ipc_namespace"]
 
 #: the order criu collects its own namespaces in, which numbers them
 NS_ORDER = ("pid", "net", "ipc", "uts", "time", "mnt", "user", "cgroup")
@@ -114,3 +115,16 @@ def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemIma
         # dump_one_sysv_shmem scans round_up(shm_segsz, PAGE_SIZE) bytes
         shmem.write_contents(seg.contents)
     put(images.IPCNS_SHM, entries, ns_image_id)
+
+
+def write_uts_namespace(ns: UtsNamespaceState, ns_image_id: int, shmem: ShmemImages, put: Callable[..., None]) -> None:
+    """uts_ns.c dump_uts_ns: one utsns-N.img."""
+    put(images.UTSNS, [utsns_entry(ns)], ns_image_id)
+
+
+#: the images of each namespace the tree has of its own (extract/namespaces.py saves its
+#: state), by TreeNamespaces field, in the order CRIU writes them after the tasks
+NAMESPACE_WRITERS: dict[str, Callable[[Any, int, ShmemImages, Callable[..., None]], None]] = {
+    "uts": write_uts_namespace,
+    "ipc": write_ipc_namespace,
+}
