@@ -8,8 +8,10 @@ import dataclasses
 import json
 import logging
 import os
+import random
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import click
 
 from . import sources
 from .__main__ import terminated
-from .errors import ExitCode, OvmError
+from .errors import ExitCode, MomentError, OvmError
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
 
@@ -53,7 +55,16 @@ def source_options(f):
 
 
 @contextlib.contextmanager
-def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | None, vcpu_state: str | None = None):
+def opened_source(
+    source: str | None,
+    live: bool,
+    qmp: str | None,
+    mem: str | None,
+    vcpu_state: str | None = None,
+    resumed: list[bool] | None = None,
+):
+    """The source to read; with --live, `resumed` gets whether the guest was running before
+    (then it runs again after the with-block: another moment of it can be taken)."""
     if live:
         if source or not (qmp and mem) or vcpu_state:
             raise click.UsageError(
@@ -64,6 +75,8 @@ def opened_source(source: str | None, live: bool, qmp: str | None, mem: str | No
             yield src
         finally:
             src.close()
+            if resumed is not None:
+                resumed.append(src.we_paused)
             if src.we_paused:
                 click.echo(f"guest was paused for {src.paused_seconds:.2f} s and is running again", err=True)
         return
@@ -215,6 +228,14 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     help="With --live --qmp --mem: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
     " snapshot beside -D), stop it only for the last pages and a check of the snapshot against --mem.",
 )
+@click.option(
+    "--attempts",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="With --live: how many moments to pause the guest at when one is refused only for what a thread"
+    " was doing then (exit status 8); the guest runs on for a moment between them.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(
     source,
@@ -230,6 +251,7 @@ def dump(
     force,
     network_lock,
     precopy,
+    attempts,
     quiet,
 ) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
@@ -239,6 +261,7 @@ def dump(
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
     ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
+    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/ --attempts 10
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     """
@@ -247,34 +270,49 @@ def dump(
     _check_dump_arguments(
         pid, container, directory, force, precopy and (not live or not qmp or not mem or source or vcpu_state)
     )
-    opened = precopied_source(directory, qmp, mem, quiet) if precopy else None
-    with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
-        prog = inventory_open_kernel(src, symbol_dirs)
-        bar = None
-        if not quiet and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            bar = tqdm(desc="pages", unit="B", unit_scale=True, leave=False)
-        progress = (lambda done: bar.update(done - bar.n)) if bar else None
+    if attempts > 1 and not live:
+        attempts = 1  # a dump file holds one moment
+    for attempt in range(1, attempts + 1):
+        resumed: list[bool] = []
+        opened = precopied_source(directory, qmp, mem, quiet, resumed) if precopy else None
         try:
-            if container is not None:
-                pid = dumping.container_root(prog, container)
-            summary = dumping.dump(
-                src,
-                prog,
-                pid,
-                directory,
-                force=force,
-                progress=progress,
-                skip_unsupported=skip_unsupported,
-                network_lock=network_lock,
-            )
-        finally:
-            if bar:
-                bar.close()
+            with opened or opened_source(source, live, qmp, mem, vcpu_state, resumed) as src:
+                prog = inventory_open_kernel(src, symbol_dirs)
+                options = {"force": force, "skip_unsupported": skip_unsupported, "network_lock": network_lock}
+                summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
+            break
+        except MomentError as refused:
+            if attempt == attempts or resumed != [True]:  # a guest paused before we came stays at its moment
+                if attempt == 1:
+                    raise
+                raise MomentError(f"{refused} (at each of {attempt} moments tried)") from None
+            if not quiet:
+                click.echo(printable(f"ovm-offline: moment {attempt} of {attempts} refused: {refused}"), err=True)
+            time.sleep(random.uniform(*BETWEEN_ATTEMPTS_SECONDS))  # the guest runs on: another moment
     if not quiet:
         for line in summary.lines():
             click.echo(printable(line), err=True)
+
+
+#: how long a live guest runs between two pauses when a moment was refused (random, so that a
+#: thread in a periodic loop is not caught at the same point of it each time)
+BETWEEN_ATTEMPTS_SECONDS = (0.05, 0.5)
+
+
+def _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options):
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc="pages", unit="B", unit_scale=True, leave=False)
+    progress = (lambda done: bar.update(done - bar.n)) if bar else None
+    try:
+        if container is not None:
+            pid = dumping.container_root(prog, container)
+        return dumping.dump(src, prog, pid, directory, progress=progress, **options)
+    finally:
+        if bar:
+            bar.close()
 
 
 def _check_dump_arguments(pid, container, directory, force, bad_precopy) -> None:
@@ -291,14 +329,15 @@ def _check_dump_arguments(pid, container, directory, force, bad_precopy) -> None
 
 
 @contextlib.contextmanager
-def precopied_source(directory: str, qmp: str, mem: str, quiet: bool):
+def precopied_source(directory: str, qmp: str, mem: str, quiet: bool, resumed: list[bool]):
     """A pre-copy snapshot of the guest behind `qmp`, beside the images directory while the dump
-    reads it."""
+    reads it; `resumed` gets whether the guest runs on after it (it was running before)."""
     from .output import scratch_directory
     from .sources.precopy import precopy_snapshot
 
     with scratch_directory(directory, "precopy") as snapshot:
         report = precopy_snapshot(qmp, snapshot, mem)
+        resumed.append(report.paused_seconds is not None)
         if not quiet:
             click.echo(report.line(), err=True)
         with sources.open_source(snapshot) as opened:

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
-from .errors import GuestDataError, NoSuchProcess, OutputError, UnsupportedError
+from .errors import GuestDataError, MomentError, NoSuchProcess, OutputError, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
@@ -219,7 +219,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
         try:
             processes.append(extract_process(prog, task, pid_ns, shared, refusals))
         except UnsupportedError as e:
-            refusals.append(Refusal(task.pid, task_comm(task), str(e)))
+            refusals.append(Refusal(task.pid, task_comm(task), str(e), moment=isinstance(e, MomentError)))
     if len(processes) < len(tree):
         return Extraction(tree, processes, shared, None, refusals)
     refusals += unencodable_text(processes)

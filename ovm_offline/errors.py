@@ -13,6 +13,7 @@ __all__ = [
     "ExitCode",
     "GuestDataError",
     "ImageError",
+    "MomentError",
     "NoSuchProcess",
     "OutputError",
     "OutputExistsError",
@@ -34,6 +35,7 @@ class ExitCode(enum.IntEnum):
     UNSUPPORTED = 5
     IMAGES = 6
     NO_SUCH_PROCESS = 7
+    MOMENT = 8  # refused only for what the guest was doing at the pause: another moment may be saved
     INTERNAL = 70  # EX_SOFTWARE: a bug of ours, not bad input
     INTERRUPTED = 130  # 128 + SIGINT
 
@@ -69,6 +71,12 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
         "no such PID or container in the guest",
         "no process with PID 4242 in the guest (see `ovm-offline ps`)",
     ),
+    ExitCode.MOMENT: (
+        "the guest was paused at a moment that cannot be saved (a thread mid-way through a system call on a"
+        " vCPU, runnable inside one, or entering the kernel); another moment can be, and `--live` tries"
+        " --attempts of them",
+        "PID 10000 (inet) thread 10005 is inside read(): it is runnable there (woken or preempted): ...",
+    ),
     ExitCode.INTERNAL: ("a bug of ours (OVM_DEBUG=1 shows the traceback)", "internal error: KeyError: ..."),
     ExitCode.INTERRUPTED: ("interrupted (Ctrl-C or SIGTERM); partial output removed", "interrupted"),
 }
@@ -102,6 +110,14 @@ class UnsupportedError(OvmError):
     """The guest uses something ovm-offline cannot save yet."""
 
     exit_code = ExitCode.UNSUPPORTED
+
+
+class MomentError(UnsupportedError):
+    """Refused for what a thread was doing at the very moment of the pause (on a vCPU inside a
+    call, runnable inside one, entering or leaving the kernel, in uninterruptible sleep): the
+    same guest paused a moment later may be saved."""
+
+    exit_code = ExitCode.MOMENT
 
 
 class ImageError(OvmError):

@@ -8,7 +8,7 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import UnsupportedError
+from .errors import MomentError, UnsupportedError
 from .state import ProcessState
 
 __all__ = ["SKIP_UNSUPPORTED", "Refusal", "decide", "unencodable_text"]
@@ -21,13 +21,15 @@ SKIP_UNSUPPORTED = "--skip-unsupported"
 class Refusal:
     """Why something of process `pid` cannot be saved: one of its open files (`fd`), or the
     process or tree itself (`fd` None: then `why` is the whole sentence). `option` names what
-    would let the dump go on without it, if anything."""
+    would let the dump go on without it, if anything. `moment`: refused only for what a thread
+    was doing at the pause (a MomentError), so another moment of the guest may be saved."""
 
     pid: int  # global
     comm: str
     why: str
     fd: int | None = None
     option: str | None = None
+    moment: bool = False
 
     def __str__(self) -> str:
         return self.why if self.fd is None else f"PID {self.pid} ({self.comm}) fd {self.fd}: {self.why}"
@@ -50,7 +52,8 @@ def decide(refusals: list[Refusal], skip_unsupported: bool) -> list[Refusal]:
             + f" ({SKIP_UNSUPPORTED} leaves them out)"
         )
     if parts:
-        raise UnsupportedError("; ".join(parts))
+        only_the_moment = blocking and all(r.moment for r in blocking) and (skip_unsupported or not files)
+        raise (MomentError if only_the_moment else UnsupportedError)("; ".join(parts))
     return files
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import UnsupportedError
+from ..errors import MomentError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Struct
 from ..kernel.cpu.fpu import fpu_from_vcpu, task_fpu
@@ -55,7 +55,7 @@ def running_thread_state(prog: Program, task: Struct) -> tuple[SyscallOutcome, F
     if entered is not None:
         return SyscallOutcome(*entered), _live_fpu(task, vcpu)
     if vcpu.rip is not None and in_entry_text(prog, vcpu.rip):
-        raise UnsupportedError(
+        raise MomentError(
             f"thread {task.pid} was entering or leaving the kernel on vCPU {vcpu.index} (RIP 0x{vcpu.rip:x}),"
             " where its user registers are in neither place whole"
         )

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from ..errors import UnsupportedError
+from ..errors import MomentError, UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
 from ..kernel.fs.fdtable import task_fd_file
@@ -208,8 +208,13 @@ def _overlap(tail: bytes, head: bytes) -> int:
     return k
 
 
-def _refuse(task: Struct, call: BlockedSyscall, why: str) -> UnsupportedError:
-    return UnsupportedError(f"PID {task.tgid} ({task_comm(task)}) thread {task.pid} is inside {call.name}(): {why}")
+def _refuse(task: Struct, call: BlockedSyscall, why: str, error: type[UnsupportedError] = UnsupportedError):
+    return error(f"PID {task.tgid} ({task_comm(task)}) thread {task.pid} is inside {call.name}(): {why}")
+
+
+def _refuse_moment(task: Struct, call: BlockedSyscall, why: str) -> MomentError:
+    """A call caught mid-way: the same thread a moment later is asleep in it or out of it."""
+    return _refuse(task, call, why, MomentError)
 
 
 def _check_syscall_entry(task: Struct, regs: Registers) -> bool:
@@ -248,11 +253,15 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None 
         # woken by its own timer: do_nanosleep returns 0 whatever else is pending
         return SyscallOutcome(dataclasses.replace(regs, ax=0), True)
     if state == "R" and vcpu is not None:
-        raise _refuse(task, call, f"it was running there on vCPU {vcpu.index}: how far the call got is not in memory")
+        raise _refuse_moment(
+            task, call, f"it was running there on vCPU {vcpu.index}: how far the call got is not in memory"
+        )
     if state == "R":
-        raise _refuse(task, call, "it is runnable there (woken or preempted): how far the call got is not in memory")
+        raise _refuse_moment(
+            task, call, "it is runnable there (woken or preempted): how far the call got is not in memory"
+        )
     if state != "S":
-        raise _refuse(task, call, "it is in uninterruptible sleep, so no signal would end the call")
+        raise _refuse_moment(task, call, "it is in uninterruptible sleep, so no signal would end the call")
     if call.interruption == "unknown" or call.unknowable:
         raise _refuse(task, call, call.unknowable or "ovm-offline does not know how it ends when interrupted")
     size = _bytes_to_move(task, regs, call)
