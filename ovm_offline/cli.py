@@ -270,8 +270,10 @@ def dump(
     _check_dump_arguments(
         pid, container, directory, force, precopy and (not live or not qmp or not mem or source or vcpu_state)
     )
-    if attempts > 1 and not live:
-        attempts = 1  # a dump file holds one moment
+    if not live:
+        if click.get_current_context().get_parameter_source("attempts") == click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--attempts takes --live: a dump file holds one moment")
+        attempts = 1
     for attempt in range(1, attempts + 1):
         resumed: list[bool] = []
         opened = precopied_source(directory, qmp, mem, quiet, resumed) if precopy else None

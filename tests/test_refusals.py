@@ -7,6 +7,7 @@ import pytest
 
 from ovm_offline.errors import ExitCode, MomentError, UnsupportedError
 from ovm_offline.refusals import Refusal, decide
+from tests.support.cli import ovm
 
 ON_ITS_WAY = Refusal(10000, "srv", "PID 10000 (srv) thread 10001 is inside read(): it is runnable there", moment=True)
 ZOMBIE = Refusal(10002, "kid", "PID 10002 (kid) is a zombie; there is nothing left to restore")
@@ -34,3 +35,10 @@ def test_only_refusals_of_the_moment_alone_say_another_moment_may_pass(refusals,
 def test_files_left_out_are_returned_when_nothing_else_stands():
     assert decide([SOCKET], skip_unsupported=True) == [SOCKET]
     assert decide([], skip_unsupported=False) == []
+
+
+def test_attempts_are_moments_of_a_live_guest_only(tmp_path):
+    out = tmp_path / "images"
+    result = ovm("dump", "guest.elf", "-t", "1", "-D", str(out), "--attempts", "3")
+    assert result.returncode == 2 and "--attempts takes --live: a dump file holds one moment" in result.stderr
+    assert not out.exists()
