@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+from ovm_offline.errors import ExitCode
 
 
 def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -33,3 +38,40 @@ def vcpu_state_of(rec) -> tuple[str, ...]:
     if rec.manifest.get("moment") != "as-is":
         return ()
     return ("--vcpu-state", str(rec.live_dir / "registers.txt"))
+
+
+@dataclasses.dataclass(frozen=True)
+class MomentRefused:
+    """A dump refused for the moment of the pause alone (exit 8): what it said."""
+
+    message: str
+
+
+#: the refusals of a moment: a thread mid-way through a call, or entering or leaving the kernel
+MOMENT_REFUSAL = re.compile(
+    r"thread (\d+) (?:is inside [\w ]+\(\): it (?:was running there on vCPU (\d+)|is runnable there"
+    r"|is in uninterruptible sleep)|was entering or leaving the kernel on vCPU (\d+))"
+)
+
+
+def dump_or_moment(rec, out: Path) -> Path | MomentRefused:
+    """`ovm-offline dump` of an as-is recording's root from its ELF dump: the images, or the
+    refusal of the moment the recorder paused at, checked: it names a thread of the workload
+    and, where it says so, a vCPU that thread was on; nothing is written."""
+    root = rec.manifest["root_pid"]
+    result = ovm("dump", str(rec.elf), "--pid", str(root), "-D", str(out), *vcpu_state_of(rec))
+    if result.returncode != ExitCode.MOMENT:
+        assert result.returncode == 0, result.stderr
+        assert f"dumped pid {root}" in result.stderr and "pages" in result.stderr, result.stderr
+        return out
+    message = result.stderr.strip().splitlines()[-1]
+    found = MOMENT_REFUSAL.search(message)
+    assert found and not out.exists(), message
+    tids = {t["pid"] for m in rec.manifest["member_details"].values() for t in m["tasks"]}
+    assert int(found.group(1)) in tids, f"{message}: not a thread of {sorted(tids)}"
+    vcpu = found.group(2) or found.group(3)
+    if vcpu is not None:
+        listed = ovm("ps", str(rec.elf), "--json")
+        on_cpu = {tid: cpu for line in listed.stdout.splitlines() for tid, cpu in json.loads(line)["on_cpu"]}
+        assert on_cpu.get(int(found.group(1))) == int(vcpu), f"{message}: ps says {on_cpu}"
+    return MomentRefused(message)
