@@ -5,6 +5,7 @@ leave no partial output; after SIGKILL the next run must remove the leftover and
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -13,6 +14,18 @@ import time
 from pathlib import Path
 
 from .harness import Case, Result, leftovers
+
+#: a frame of our package in a traceback (not the editable install's finder in site-packages)
+_OUR_FRAME = re.compile(r'File "[^"]*/ovm_offline/[^"]*"')
+
+
+def interrupted_python_startup(code: int, stderr: str) -> bool:
+    """Did SIGINT end the interpreter while it was still starting (site, runpy, the stdlib),
+    before the first line of ovm_offline ran? Python's default handler is in place from its
+    first instruction and prints its own KeyboardInterrupt traceback: no code of ours can
+    run earlier than its package's first line (tens of ms on a loaded machine)."""
+    text = stderr.strip()
+    return code in (1, -signal.SIGINT) and text.endswith("KeyboardInterrupt") and not _OUR_FRAME.search(text)
 
 
 class Signals:
@@ -81,6 +94,9 @@ class Signals:
             )
         if code == -sig and not stderr.strip() and not leftovers(self.work) and not target.exists():
             return Result("refused", "ended by the signal before Python ran a line of ours: nothing written")
+        if sig == signal.SIGINT and interrupted_python_startup(code, stderr) and not leftovers(self.work):
+            if not target.exists():
+                return Result("refused", "SIGINT in the interpreter's own start-up: its traceback, nothing written")
         if code != 130 or "interrupted" not in stderr:
             return Result("internal error", f"exit {code}: {stderr.strip()[-200:]}")
         if leftovers(self.work) or target.exists():
@@ -88,4 +104,4 @@ class Signals:
         return Result("refused", "interrupted, nothing left")
 
 
-__all__ = ["Signals"]
+__all__ = ["Signals", "interrupted_python_startup"]

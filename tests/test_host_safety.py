@@ -214,3 +214,27 @@ def test_a_sparse_dump_declaring_a_terabyte_is_searched_only_where_it_holds_data
     )
     assert "-device vmcoreinfo" in result.stderr and "OVM_BANNER_SCAN_GIB" in result.stderr
     assert result.returncode == ExitCode.SYMBOLS
+
+
+def test_sigint_in_the_interpreters_start_up_is_told_apart_from_one_in_ours(tmp_path):
+    """Python's SIGINT handler raises from its first instruction, before a line of ovm-offline
+    can run: a Ctrl-C that early gets the interpreter's own traceback (nothing is written),
+    and the fuzzer's signals family counts it as that, never a traceback from our frames. Here
+    the start-up is held in a sitecustomize, so the signal lands there every time."""
+    from fuzz.signals import interrupted_python_startup
+
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(2)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = tmp_path / "images"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ovm_offline", "dump", "guest.elf", "-t", "1", "-D", str(out)],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=30)
+    assert interrupted_python_startup(child.returncode, stderr), stderr
+    assert "sitecustomize.py" in stderr and not out.exists()
+    ours = 'Traceback (most recent call last):\n  File "/x/ovm_offline/cli.py", line 3, in <module>\nKeyboardInterrupt'
+    assert not interrupted_python_startup(1, ours)
+    assert not interrupted_python_startup(130, "ovm-offline: interrupted")
