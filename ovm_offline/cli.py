@@ -287,7 +287,9 @@ def dump(
             if attempt == attempts or resumed != [True]:  # a guest paused before we came stays at its moment
                 if attempt == 1:
                     raise
-                raise MomentError(f"{refused} (at each of {attempt} moments tried)") from None
+                raise MomentError(
+                    f"{refused} (the last of {attempt} moments tried; each was refused for what a thread was doing then)"
+                ) from None
             if not quiet:
                 click.echo(printable(f"ovm-offline: moment {attempt} of {attempts} refused: {refused}"), err=True)
             time.sleep(random.uniform(*BETWEEN_ATTEMPTS_SECONDS))  # the guest runs on: another moment
