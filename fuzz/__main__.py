@@ -141,6 +141,9 @@ def main(families, kernels, workload, cases, seed, report_path) -> None:
 
                 def progress(report: Report) -> None:
                     n = len(report.cases)
+                    last = report.cases[-1]
+                    if last.outcome in BAD:  # now, not only in the report at the end of a long run
+                        click.echo(f"  case {last.index}: {last.outcome}: {last.mutation}: {last.detail}", err=True)
                     if n % 100 == 0 or n == cases:
                         click.echo(f"  {report.family} {report.kernel}: {n}/{cases} {report.counts()}", err=True)
 
