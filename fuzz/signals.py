@@ -92,14 +92,14 @@ class Signals:
             return Result(
                 "ok", "finished before the signal" if code == 0 else "interrupted after the images were whole"
             )
-        if code == -sig and not stderr.strip() and not leftovers(self.work) and not target.exists():
+        nothing_written = not leftovers(self.work) and not target.exists()
+        if code == -sig and not stderr.strip() and nothing_written:
             return Result("refused", "ended by the signal before Python ran a line of ours: nothing written")
-        if sig == signal.SIGINT and interrupted_python_startup(code, stderr) and not leftovers(self.work):
-            if not target.exists():
-                return Result("refused", "SIGINT in the interpreter's own start-up: its traceback, nothing written")
+        if sig == signal.SIGINT and interrupted_python_startup(code, stderr) and nothing_written:
+            return Result("refused", "SIGINT in the interpreter's own start-up: its traceback, nothing written")
         if code != 130 or "interrupted" not in stderr:
             return Result("internal error", f"exit {code}: {stderr.strip()[-200:]}")
-        if leftovers(self.work) or target.exists():
+        if not nothing_written:
             return Result("partial output", f"{leftovers(self.work)} target exists: {target.exists()}")
         return Result("refused", "interrupted, nothing left")
 

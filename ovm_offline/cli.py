@@ -61,10 +61,9 @@ def opened_source(
     qmp: str | None,
     mem: str | None,
     vcpu_state: str | None = None,
-    resumed: list[bool] | None = None,
 ):
-    """The source to read; with --live, `resumed` gets whether the guest was running before
-    (then it runs again after the with-block: another moment of it can be taken)."""
+    """The source to read: a dump file or recorded live directory, or with --live the running
+    guest (paused while the with-block runs)."""
     if live:
         if source or not (qmp and mem) or vcpu_state:
             raise click.UsageError(
@@ -75,8 +74,6 @@ def opened_source(
             yield src
         finally:
             src.close()
-            if resumed is not None:
-                resumed.append(src.we_paused)
             if src.we_paused:
                 click.echo(f"guest was paused for {src.paused_seconds:.2f} s and is running again", err=True)
         return
@@ -275,16 +272,18 @@ def dump(
             raise click.UsageError("--attempts takes --live: a dump file holds one moment")
         attempts = 1
     for attempt in range(1, attempts + 1):
-        resumed: list[bool] = []
-        opened = precopied_source(directory, qmp, mem, quiet, resumed) if precopy else None
+        opened = precopied_source(directory, qmp, mem, quiet) if precopy else None
+        src = None
         try:
-            with opened or opened_source(source, live, qmp, mem, vcpu_state, resumed) as src:
+            with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
                 prog = inventory_open_kernel(src, symbol_dirs)
                 options = {"force": force, "skip_unsupported": skip_unsupported, "network_lock": network_lock}
                 summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
             break
         except MomentError as refused:
-            if attempt == attempts or resumed != [True]:  # a guest paused before we came stays at its moment
+            if (
+                attempt == attempts or src is None or not src.guest_runs_on
+            ):  # a guest paused before we came stays at its moment
                 if attempt == 1:
                     raise
                 raise MomentError(
@@ -333,18 +332,18 @@ def _check_dump_arguments(pid, container, directory, force, bad_precopy) -> None
 
 
 @contextlib.contextmanager
-def precopied_source(directory: str, qmp: str, mem: str, quiet: bool, resumed: list[bool]):
+def precopied_source(directory: str, qmp: str, mem: str, quiet: bool):
     """A pre-copy snapshot of the guest behind `qmp`, beside the images directory while the dump
-    reads it; `resumed` gets whether the guest runs on after it (it was running before)."""
+    reads it."""
     from .output import scratch_directory
     from .sources.precopy import precopy_snapshot
 
     with scratch_directory(directory, "precopy") as snapshot:
         report = precopy_snapshot(qmp, snapshot, mem)
-        resumed.append(report.paused_seconds is not None)
         if not quiet:
             click.echo(report.line(), err=True)
         with sources.open_source(snapshot) as opened:
+            opened.guest_runs_on = report.paused_seconds is not None  # it was running before
             yield opened
 
 

@@ -35,7 +35,7 @@ from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
 from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
-from .state import CgroupDir, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
+from .state import CgroupDir, Fd, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
 
 __all__ = ["classify"]
 
@@ -148,17 +148,31 @@ def classify(file: Pointer) -> FileKindName:
     return filekinds.classify(file).name
 
 
+def process_fds(
+    prog: Program, task: Struct, pid_ns: Pointer | Struct, comm: str, shared: TreeObjects, refusals: list[Refusal]
+) -> list[Fd]:
+    """The open files of thread-group leader `task` with their kinds' state; those that cannot
+    be saved are left out and described in `refusals`."""
+    fds = extract_files(prog, task, pid_ns, classify, cache=shared.files)
+    ctx = filekinds.ExtractContext(prog, task, pid_ns, task.pid, comm, shared.kinds)
+    return filekinds.attach_file_states(ctx, fds, refusals)
+
+
 def extract_process(
     prog: Program, task: Struct, pid_ns: Pointer | Struct, shared: TreeObjects, refusals: list[Refusal]
 ) -> ProcessState:
     """A ProcessState of thread-group leader `task`. Open files that cannot be saved are left
     out and described in `refusals`; anything else that cannot be saved raises UnsupportedError."""
-    common = extract_task_common(prog, task, pid_ns)
+    try:
+        common = extract_task_common(prog, task, pid_ns)
+    except MomentError:
+        # another moment may save the threads, but not a file that cannot be saved: say that
+        # too, so that the refusal is not taken for the moment's alone
+        process_fds(prog, task, pid_ns, task_comm(task), shared, refusals)
+        raise
     mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shared.shmem)
     mm.user_writes = place_user_writes(mm, (w for t in common.threads for w in t.user_writes), f"pid {task.pid}")
-    fds = extract_files(prog, task, pid_ns, classify, cache=shared.files)
-    ctx = filekinds.ExtractContext(prog, task, pid_ns, common.global_pid, common.comm, shared.kinds)
-    fds = filekinds.attach_file_states(ctx, fds, refusals)
+    fds = process_fds(prog, task, pid_ns, common.comm, shared, refusals)
     proc = ProcessState(
         **common.as_kwargs(),
         mm=mm,

@@ -170,3 +170,33 @@ def test_every_refusal_is_decided_before_anything_is_written(recording, tmp_path
     assert "PID 10000 (counter) uses something made up for this test" in message
     assert "PID 1 (init) fd 0: a console terminal" in message and "--skip-unsupported" in message
     assert list(tmp_path.iterdir()) == [], "a directory or partial output was begun"
+
+
+@pytest.mark.parametrize("skip_unsupported", [False, True])
+def test_a_moment_refused_still_names_the_files_no_moment_would_save(recording, tmp_path, monkeypatch, skip_unsupported):
+    """init's threads refused for their moment, its console terminal refused for what it is:
+    another moment would not save the terminal, so the refusal is not the moment's alone
+    (exit 5, both named), unless the terminal is left out as asked (then exit 8)."""
+    from ovm_offline import dump as dump_module
+    from ovm_offline.errors import MomentError, UnsupportedError
+    from ovm_offline.kernel import open_kernel
+    from ovm_offline.sources import open_source
+
+    rec = recording("6.1", "counter")
+    real = dump_module.extract_task_common
+
+    def init_caught_mid_way(prog, task, *args):
+        if task.pid == 1:
+            raise MomentError("thread 1 is inside made_up(): it was running there on vCPU 0")
+        return real(prog, task, *args)
+
+    monkeypatch.setattr(dump_module, "extract_task_common", init_caught_mid_way)
+    out = tmp_path / "out"
+    with open_source(str(rec.elf)) as src:
+        with pytest.raises(UnsupportedError) as refused:
+            dump_module.dump(src, open_kernel(src), 1, out, skip_unsupported=skip_unsupported)
+    message = str(refused.value)
+    assert isinstance(refused.value, MomentError) == skip_unsupported, message
+    assert "thread 1 is inside made_up()" in message
+    assert ("fd 0: a console terminal" in message) != skip_unsupported, message
+    assert list(tmp_path.iterdir()) == []

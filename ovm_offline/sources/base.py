@@ -65,6 +65,9 @@ class PhysicalSource(Protocol):
 
     #: a short human name of the format, e.g. "ELF core", "kdump-zlib (flattened)", "live"
     format_name: str
+    #: the guest runs on after this source closes, so another moment of it can be taken (a
+    #: live guest that was running until we paused it, or a pre-copy snapshot of one)
+    guest_runs_on: bool
 
     def runs(self) -> list[PhysicalRun]:
         """Guest-physical ranges present, sorted, non-overlapping."""

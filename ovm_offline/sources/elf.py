@@ -160,6 +160,7 @@ class ElfSource:
     """Guest-physical memory of an ELF64 core. Reads come from an mmap; copy_to uses sendfile."""
 
     format_name = "ELF core"
+    guest_runs_on = False
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)

@@ -335,6 +335,8 @@ class _ChunkWriter:
 class KdumpSource:
     """Guest-physical memory of a kdump-compressed file (flattened or plain)."""
 
+    guest_runs_on = False
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         self._file = MappedFile(path)

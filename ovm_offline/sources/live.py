@@ -220,6 +220,7 @@ class RamFileSource:
     """Guest RAM from a memory-backend-file (or a copy of it) plus the HMP texts that place it."""
 
     format_name = "live snapshot"
+    guest_runs_on = False
 
     def __init__(
         self, memory_file: str | os.PathLike[str], mtree_text: str, registers_text: str, memdev: str | None = None
@@ -410,6 +411,10 @@ class LiveSource(RamFileSource):
         except BaseException:
             self._shutdown(raise_errors=False)
             raise
+
+    @property
+    def guest_runs_on(self) -> bool:  # type: ignore[override]
+        return self.we_paused
 
     def _pause(self) -> None:
         status = self._qmp.execute("query-status")

@@ -20,7 +20,10 @@ def ovm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 def dump_from(source, pid: int, out: Path, *options: str) -> Path:
     """`ovm-offline dump` of `pid` into `out`, which must succeed and say what it dumped."""
-    result = ovm("dump", str(source), "--pid", str(pid), "-D", str(out), *options)
+    return _assert_dumped(ovm("dump", str(source), "--pid", str(pid), "-D", str(out), *options), pid, out)
+
+
+def _assert_dumped(result, pid: int, out: Path) -> Path:
     assert result.returncode == 0, result.stderr
     assert f"dumped pid {pid}" in result.stderr and "pages" in result.stderr, result.stderr
     return out
@@ -61,9 +64,7 @@ def dump_or_moment(rec, out: Path) -> Path | MomentRefused:
     root = rec.manifest["root_pid"]
     result = ovm("dump", str(rec.elf), "--pid", str(root), "-D", str(out), *vcpu_state_of(rec))
     if result.returncode != ExitCode.MOMENT:
-        assert result.returncode == 0, result.stderr
-        assert f"dumped pid {root}" in result.stderr and "pages" in result.stderr, result.stderr
-        return out
+        return _assert_dumped(result, root, out)
     message = result.stderr.strip().splitlines()[-1]
     found = MOMENT_REFUSAL.search(message)
     assert found and not out.exists(), message
