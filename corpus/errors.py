@@ -13,6 +13,16 @@ class GuestError(CorpusError):
         super().__init__(message + (f"\n--- guest serial log (tail) ---\n{log_tail}" if log_tail else ""))
 
 
-class GuestDied(GuestError):
+class GuestLost(GuestError):
+    """The guest failed by itself, before or beside its job (never a failure of the workload
+    or of criu): the harness tries such a guest once more."""
+
+
+class GuestStuck(GuestLost):
+    """The guest did not start its job within the boot timeout: its kernel or init hung before
+    the job ran (seen once under TCG with -cpu max, with nothing on the console)."""
+
+
+class GuestDied(GuestLost):
     """QEMU exited by itself: the guest rebooted or its kernel panicked (under TCG a 6.12 guest
     has been seen to panic in the network stack while criu ran), not a failure of the job."""

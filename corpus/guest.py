@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,9 +17,11 @@ from pathlib import Path
 from qemu.qmp.legacy import QEMUMonitorProtocol
 from qemu.qmp.protocol import ConnectError
 
-from .errors import GuestDied, GuestError
+from .errors import GuestDied, GuestError, GuestStuck
 
 PR_SET_PDEATHSIG = 1
+#: what init.sh writes on the console as it starts the job the host gave it
+JOB_STARTED = "OVM-INIT: running job"
 
 
 def _die_with_parent() -> None:
@@ -205,6 +208,36 @@ class Guest:
         except FileNotFoundError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def wait_for_job(self, timeout: float, doing: str) -> None:
+        """Wait until init has started the job (it says so on the console). A guest that has not
+        by `timeout` is stuck in its kernel or init, not failing its job: the error says where
+        its vCPUs were."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive(doing)
+            with contextlib.suppress(FileNotFoundError):
+                if JOB_STARTED in self.console_log.read_text(errors="replace"):
+                    return
+            if time.monotonic() > deadline:
+                raise GuestStuck(
+                    f"the guest did not start its job within {timeout:.0f} s while {doing}; {self.vcpus_now()}",
+                    self.log_tail(),
+                )
+            time.sleep(0.2)
+
+    def vcpus_now(self) -> str:
+        """Where each vCPU is, in one line (for an error about a guest that does not progress)."""
+        try:
+            status = self.command("query-status", timeout=5)
+            text = self.hmp("info registers -a")
+        except Exception as e:
+            return f"its vCPUs could not be read: {e}"
+        places = [
+            f"vCPU {n}: RIP {rip} CPL {cpl}{' halted' if hlt == '1' else ''}"
+            for n, (rip, cpl, hlt) in enumerate(re.findall(r"RIP=([0-9a-f]+).*?CPL=(\d).*?HLT=(\d)", text, re.S))
+        ]
+        return f"QEMU {(status or {}).get('status', '?')}, " + ", ".join(places or ["no vCPU registers"])
 
     # -- control channel -------------------------------------------------------------------
     def read_line(self, timeout: float, doing: str) -> str:

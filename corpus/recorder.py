@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import cache, facts, initramfs, jobs, kernels
-from .errors import CorpusError, GuestDied
+from .errors import CorpusError, GuestLost, GuestStuck
 from .guest import Guest
 from .workloads import Workload, get_workload
 
@@ -121,11 +121,11 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print,
                 raise
             shutil.rmtree(path, ignore_errors=True)
             raise CorpusError(f"the disk filled while recording {workload.name} on {kernel_name} in {path}") from None
-        except GuestDied as first:
-            # the guest itself died (never a failure of the workload or of criu): once more,
-            # keeping the first attempt's serial log beside the recording
+        except GuestLost as first:
+            # the guest itself died or hung before its job (never a failure of the workload or
+            # of criu): once more, keeping the first attempt's serial log beside the recording
             log(
-                f"guest died while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
+                f"guest lost while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
             )
             rec = _record_into(path, kernel_name, kernel, image, workload, log, take)
             (path / "first-attempt.log").write_text(str(first))
@@ -162,7 +162,13 @@ def record_with_live_dump(kernel_name: str, workload_name: str, path: Path, dump
         raise CorpusError(f"{workload.name} is recorded stopped: nothing runs to dump live")
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
-    return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
+    try:
+        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
+    except GuestStuck as first:  # before the job, so before dump_live was called
+        log(
+            f"guest stuck while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
+        )
+        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
 
 
 def _record_into(
@@ -203,7 +209,8 @@ def _record_into(
     with Guest(
         work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"], cpu=workload.cpu
     ) as guest:
-        ready = guest.expect("RECORD-READY", BOOT_TIMEOUT + 300, f"booting {kernel_name} and starting {workload.name}")
+        guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for {workload.name}")
+        ready = guest.expect("RECORD-READY", 300, f"starting {workload.name} on {kernel_name}")
         timings["boot_and_ready"] = time.monotonic() - t0
         if dump_live is not None:
             dump_live(guest, int(ready.split("root=", 1)[1].split()[0]))

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from . import initramfs, jobs, kernels
+from .errors import GuestLost
 from .guest import Guest
-from .recorder import Recording
+from .recorder import BOOT_TIMEOUT, Recording
 from .workloads import Verdict, get_workload
 
 RESTORE_TIMEOUT = 600
@@ -22,6 +23,7 @@ class RestoreResult(Verdict):
     log_after: str = ""
     restore_log: str = ""
     seconds: float = 0.0
+    guest_lost: bool = False  # the guest died or hung by itself, not the restore
 
 
 def _log_at_dump(rec: Recording, log_name: str) -> str:
@@ -31,13 +33,13 @@ def _log_at_dump(rec: Recording, log_name: str) -> str:
 
 def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
     """Boot a fresh guest of the recording's kernel, restore `images` there and judge the run.
-    A failed `criu restore` is a failed result, not an exception. A guest that dies by itself
-    (QEMU exits: under TCG a guest has been seen to reboot during boot) is tried once more;
-    the first attempt's serial log is kept in the result."""
+    A failed `criu restore` is a failed result, not an exception. A guest lost by itself (QEMU
+    exits: under TCG a guest has been seen to reboot during boot; or it hangs before its job)
+    is tried once more; the first attempt's serial log is kept in the result."""
     first = _restore_once(rec, images, log)
-    if first.ok or not first.detail.startswith("QEMU exited"):
+    if first.ok or not first.guest_lost:
         return first
-    log(f"guest died ({first.detail}); trying once more")
+    log(f"guest lost ({first.detail}); trying once more")
     second = _restore_once(rec, images, log)
     return dataclasses.replace(
         second,
@@ -76,6 +78,7 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
             work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"], cpu=workload.cpu
         ) as guest:
             try:
+                guest.wait_for_job(BOOT_TIMEOUT, f"booting {manifest['kernel']} to restore {workload.name}")
                 guest.expect("DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}")
                 failure = None
             except Exception as e:  # the job reports its own failures; keep the guest's logs
@@ -94,7 +97,8 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
         if failure is not None:
             detail = str(failure).splitlines()[0]
             console = getattr(failure, "log_tail", "")
-            return RestoreResult(False, detail, after, restore_log or console, seconds)
+            lost = isinstance(failure, GuestLost)
+            return RestoreResult(False, detail, after, restore_log or console, seconds, guest_lost=lost)
         verdict = workload.check(_log_at_dump(rec, workload.log_name), after)
         log(
             f"restore of {workload.name} on {manifest['kernel']}: {'ok' if verdict.ok else 'FAILED'} ({verdict.detail})"

@@ -281,20 +281,26 @@ def dump(
                 summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
             break
         except MomentError as refused:
-            if (
-                attempt == attempts or src is None or not src.guest_runs_on
-            ):  # a guest paused before we came stays at its moment
-                if attempt == 1:
-                    raise
-                raise MomentError(
-                    f"{refused} (the last of {attempt} moments tried; each was refused for what a thread was doing then)"
-                ) from None
-            if not quiet:
-                click.echo(printable(f"ovm-offline: moment {attempt} of {attempts} refused: {refused}"), err=True)
-            time.sleep(random.uniform(*BETWEEN_ATTEMPTS_SECONDS))  # the guest runs on: another moment
+            _let_the_guest_run_on(refused, attempt, attempts, src, quiet)
     if not quiet:
         for line in summary.lines():
             click.echo(printable(line), err=True)
+
+
+def _let_the_guest_run_on(refused: MomentError, attempt: int, attempts: int, src, quiet: bool) -> None:
+    """After a refused moment, let the guest run for another; raise the refusal when no other
+    moment is to be tried: the last attempt, or a guest paused before we came (it stays at its
+    moment)."""
+    if attempt < attempts and src is not None and src.guest_runs_on:
+        if not quiet:
+            click.echo(printable(f"ovm-offline: moment {attempt} of {attempts} refused: {refused}"), err=True)
+        time.sleep(random.uniform(*BETWEEN_ATTEMPTS_SECONDS))
+        return
+    if attempt == 1:
+        raise refused
+    raise MomentError(
+        f"{refused} (the last of {attempt} moments tried; each was refused for what a thread was doing then)"
+    ) from None
 
 
 #: how long a live guest runs between two pauses when a moment was refused (random, so that a

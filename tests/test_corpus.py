@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from corpus import initramfs, jobs, kernels, recorder
-from corpus.errors import CorpusError, GuestError
+from corpus.errors import CorpusError, GuestError, GuestStuck
 from corpus.guest import Guest
 from corpus.restore import restore
 from corpus.workloads import STANDARD, get_workload
@@ -154,6 +154,52 @@ def test_guest_that_fails_to_boot_reports_its_serial_log_and_leaves_no_qemu(tmp_
     assert "QEMU exited" in str(err.value) or "timed out" in str(err.value)
     assert "Kernel panic" in err.value.log_tail
     assert qemu_processes_using(tmp_path) == []
+
+
+@pytest.mark.guest
+def test_a_guest_that_never_starts_its_job_is_stuck_and_says_where_its_vcpus_are(tmp_path):
+    """init hangs before the job (here: it is a sleep), as a guest once did under TCG with
+    nothing on its console: a GuestStuck, which the harness tries once more, naming each vCPU's
+    place; QEMU is ended."""
+    kernel = kernels.unpack(kernels.get_kernel("6.1"))
+    image = initramfs.build(kernel)
+    jobs.write_input_disk(tmp_path / "in.img", {"job.sh": b"true\n"})
+    sleeping_init = "rdinit=/bin/busybox -- sleep 600"
+    with pytest.raises(GuestStuck) as stuck:
+        with Guest(tmp_path, kernel.vmlinuz, image, 256, [tmp_path / "in.img"], cmdline_extra=sleeping_init) as guest:
+            guest.wait_for_job(15, "booting a guest whose init sleeps")
+    message = str(stuck.value).splitlines()[0]
+    assert message.startswith("the guest did not start its job within 15 s while booting a guest whose init sleeps")
+    assert re.search(r"QEMU running, vCPU 0: RIP [0-9a-f]{16} CPL 0( halted)?, vCPU 1: RIP [0-9a-f]{16} CPL", message)
+    assert qemu_processes_using(tmp_path) == []
+
+
+def test_a_recording_whose_guest_is_stuck_is_made_once_more(tmp_path, monkeypatch):
+    """The recorder's retry of a lost guest (its boot is faked here; the stuck guest itself is
+    the test above): the second attempt is the recording, the first one's error is kept."""
+    attempts: list[Path] = []
+
+    def stuck_the_first_time(path, *args):
+        attempts.append(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if len(attempts) == 1:
+            raise GuestStuck("the guest did not start its job within 180 s while booting", "no console")
+        return recorder.Recording(path)
+
+    monkeypatch.setenv("OVM_CORPUS_CACHE", str(tmp_path))
+    monkeypatch.setattr(recorder, "_record_into", stuck_the_first_time)
+    monkeypatch.setattr(recorder.kernels, "unpack", lambda kernel: kernel)
+    monkeypatch.setattr(recorder.initramfs, "build", lambda kernel: tmp_path / "initramfs")
+    monkeypatch.setattr(recorder, "recording_key", lambda *args: "key")
+    said: list[str] = []
+    rec = recorder.record("6.1", "counter", log=said.append)
+    path = tmp_path / "recordings" / "6.1-counter-key"
+    assert attempts == [path, path] and rec.root == path
+    assert said == [
+        "guest lost while recording counter on 6.1 (the guest did not start its job within 180 s while"
+        " booting); trying once more"
+    ]
+    assert "no console" in (path / "first-attempt.log").read_text()
 
 
 @pytest.mark.guest

@@ -173,7 +173,9 @@ def test_every_refusal_is_decided_before_anything_is_written(recording, tmp_path
 
 
 @pytest.mark.parametrize("skip_unsupported", [False, True])
-def test_a_moment_refused_still_names_the_files_no_moment_would_save(recording, tmp_path, monkeypatch, skip_unsupported):
+def test_a_moment_refused_still_names_the_files_no_moment_would_save(
+    recording, tmp_path, monkeypatch, skip_unsupported
+):
     """init's threads refused for their moment, its console terminal refused for what it is:
     another moment would not save the terminal, so the refusal is not the moment's alone
     (exit 5, both named), unless the terminal is left out as asked (then exit 8)."""
