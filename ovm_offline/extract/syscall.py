@@ -15,14 +15,16 @@ A memory snapshot catches threads in two such states:
   (kernel/cpu/syscalls.py says how, by call and arguments), then rewritten as above:
   restarted, or returning -EINTR. A call whose progress memory does not show is refused
   by name: a write of more than PIPE_BUF bytes that blocked for room (to a TCP socket, any
-  write whose bytes may have begun the send queue's unacknowledged tail), a MSG_WAITALL
+  write whose bytes may have begun the send queue's unacknowledged tail when no iterator on
+  its kernel stack says how many did), a MSG_WAITALL
   receive, a call not in the table, a thread in uninterruptible sleep or runnable inside
   the call (woken or preempted there: how far it got is on its kernel stack only). The
   signal mask is the caller's own again, as the interrupted call leaves it (sigsuspend's
   is in ``saved_sigmask``, sigtimedwait's in ``real_blocked`` while they sleep), and a timed
   sleep writes the time it had left where it writes it (nanosleep's rem, select's timeval),
   from its hrtimer on the kernel stack: a restarted select waits what was left, a nanosleep
-  loop sleeps the rest.
+  loop sleeps the rest. A write() to a TCP socket that has moved part of its bytes into the
+  send queue returns that count, as tcp_sendmsg does when a signal ends its wait for room.
 
 Registers of a thread not in a system call (preempted or faulting in user mode: ``orig_ax``
 is -1 or an exception's error code and ``ax`` its user value), or of one whose call has
@@ -38,6 +40,7 @@ from ..errors import MomentError, UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
 from ..kernel.fs.fdtable import task_fd_file
+from ..kernel.fs.uio import task_ubuf_iters
 from ..kernel.net.tcp import tcp_outq_len, tcp_send_queue_bytes, tcp_sock_of_file
 from ..kernel.task.signal import sigset_value
 from ..kernel.task.tasks import task_comm, task_read_user, task_state
@@ -171,22 +174,56 @@ def _tcp_sock_written(task: Struct, regs: Registers, call: BlockedSyscall) -> St
     return tcp_sock_of_file(file) if file is not None else None
 
 
-def _tcp_write_progress(task: Struct, regs: Registers, call: BlockedSyscall, sk: Struct, size: int) -> str | None:
-    """Why restarting a write asleep on a TCP socket might send some of its bytes twice, or None.
+def _tcp_write_moved(task: Struct, regs: Registers, call: BlockedSyscall, sk: Struct, size: int) -> int:
+    """How many bytes a write asleep on a TCP socket has moved into the send queue: what it
+    returns when a signal ends it (tcp_sendmsg returns what it copied; 0: it is restarted).
 
     tcp_sendmsg() copies into the send queue as room allows and sleeps for more: the bytes it
     moved are the newest in the queue, and a writer sleeping for room has not seen them all
-    acknowledged (that would have freed the room and woken it). So if no tail of the queue's
-    unacknowledged bytes equals a head of the buffer being written, the call moved nothing
-    and restarting it is exact; if one does, it may have moved that many."""
+    acknowledged (that would have freed the room and woken it). The count is the offset of
+    the call's own iterator on its kernel stack, believed when it is the only one there that
+    moved and the send queue ends with those bytes. Without such an iterator: if no tail of
+    the queue's unacknowledged bytes equals a head of the buffer, the call moved nothing; if
+    one does, it may have moved that many, and the call is refused."""
     queued = tcp_outq_len(sk)
+    moved = _moved_by_iterator(task, regs, call, size)
+    if moved:
+        if not queued or not _queue_ends_with(task, sk, queued, regs.si, moved):
+            raise _refuse(
+                task,
+                call,
+                f"its kernel stack says it moved {moved} of {size} bytes, which its send queue does not end with",
+            )
+        return moved
     if not queued:
-        return None
+        return 0
     head = _user_bytes(task, regs, call, min(size, queued))
     k = _overlap(tcp_send_queue_bytes(sk, queued)[-len(head) :], head)
     if k:
-        return f"the socket's send queue ends with the first {k} of the {size} bytes it writes: part may have moved already"
-    return None
+        raise _refuse(
+            task,
+            call,
+            f"the socket's send queue ends with the first {k} of the {size} bytes it writes: part may have moved already",
+        )
+    return 0
+
+
+def _moved_by_iterator(task: Struct, regs: Registers, call: BlockedSyscall, size: int) -> int:
+    """The bytes a write() asleep half-way has moved, by its iterator (0 when none says so)."""
+    info = syscall_info(call.number)
+    if info is None or info.moves_data != "count":
+        return 0
+    moved = {int(it.iov_offset) for it in task_ubuf_iters(task, regs.si, size, source=True)} - {0, size}
+    if len(moved) > 1:
+        raise _refuse(task, call, f"its kernel stack holds iterators of its buffer at offsets {sorted(moved)}")
+    return moved.pop() if moved else 0
+
+
+def _queue_ends_with(task: Struct, sk: Struct, queued: int, buf: int, moved: int) -> bool:
+    """Does the send queue end with the first `moved` bytes at user address `buf` (or, when
+    fewer bytes are unacknowledged, with the end of those)?"""
+    tail = min(queued, moved)
+    return tcp_send_queue_bytes(sk, queued)[-tail:] == task_read_user(task, buf + moved - tail, tail)
 
 
 def _overlap(tail: bytes, head: bytes) -> int:
@@ -266,11 +303,10 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None 
         raise _refuse(task, call, call.unknowable or "ovm-offline does not know how it ends when interrupted")
     size = _bytes_to_move(task, regs, call)
     tcp = _tcp_sock_written(task, regs, call) if size else None
-    if tcp is not None:
-        why = _tcp_write_progress(task, regs, call, tcp, size)
-        if why:
-            raise _refuse(task, call, why)
-    elif size > PIPE_BUF:
+    moved = _tcp_write_moved(task, regs, call, tcp, size) if tcp is not None else 0
+    if moved:  # ended as a signal ends it: short, with what it copied
+        return SyscallOutcome(dataclasses.replace(regs, ax=moved), True)
+    if tcp is None and size > PIPE_BUF:
         raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
     fixed = _restarted(regs) if call.interruption == "restart" else _returning_eintr(regs)
     sigmask = sigset_value(getattr(task, call.sigmask_in)) if call.sigmask_in else None
