@@ -148,6 +148,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures "
         "fpu_state_config.max_features fs_struct.umask group_info.ngroups hrtimer._softexpires "
         "hrtimer.state hrtimer_clock_base.clockid idr.idr_base inode.i_ino inode.i_mode "
+        "iov_iter.count iov_iter.data_source iov_iter.iov_offset iov_iter.iter_type "
         "inode.i_rdev inode.i_size ipc_ids.in_use ipc_ids.max_idx ipc_ids.next_id "
         "ipc_namespace.mq_msg_default ipc_namespace.mq_msg_max ipc_namespace.mq_msgsize_default "
         "ipc_namespace.mq_msgsize_max ipc_namespace.mq_queues_max ipc_namespace.msg_ctlmax "
@@ -220,7 +221,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig task_struct.comm"
     ),
     "pointer to void": (
-        "file.private_data maple_tree.ma_root task_struct.stack vdso_image.data "
+        "file.private_data iov_iter.ubuf maple_tree.ma_root task_struct.stack vdso_image.data "
         "vm_area_struct.vm_private_data vm_struct.addr xarray.xa_head"
     ),
     "struct sigset_t": (
