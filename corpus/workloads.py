@@ -234,7 +234,7 @@ _AS_IS = (
         "blockers",
         ("partial-write",),
         moment="as-is",
-        description="blockers plus a 1 MiB write blocked after moving part of it (a dump must refuse it)",
+        description="blockers plus a 1 MiB write blocked after moving part of it (ended short with that count)",
     ),
     Workload(
         "blockers-unknown",

@@ -18,9 +18,9 @@
  *
  * Usage:  blockers [partial-write | unknown-call]
  *         partial-write adds a child blocked in one write() of 1 MiB into a pipe nobody
- *         reads: it blocks having moved 64 KiB, which a memory-only dump must refuse (it
- *         cannot tell what count the call would return); criu's seize ends it short and
- *         the child's loop writes the rest, as a careful program's does.
+ *         reads: it blocks having moved 64 KiB; criu's seize ends it short with that
+ *         count (a memory-only dump reads it from the call's iterator on the kernel
+ *         stack) and the child's loop writes the rest, as a careful program's does.
  *         unknown-call adds a child blocked in recvmmsg(), a call whose interruption a
  *         memory-only dump does not model, so it must refuse it by name.
  * READY:  READY root=PID n=OPS ops=name,name,...

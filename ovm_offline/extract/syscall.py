@@ -14,17 +14,18 @@ A memory snapshot catches threads in two such states:
   -ENOSYS. The call is ended here as an interrupting signal would end it
   (kernel/cpu/syscalls.py says how, by call and arguments), then rewritten as above:
   restarted, or returning -EINTR. A call whose progress memory does not show is refused
-  by name: a write of more than PIPE_BUF bytes that blocked for room (to a TCP socket, any
-  write whose bytes may have begun the send queue's unacknowledged tail when no iterator on
-  its kernel stack says how many did), a MSG_WAITALL
+  by name: a write of more than PIPE_BUF bytes that blocked for room when no iterator on
+  its kernel stack says how many moved (to a TCP socket, any write whose bytes may have begun
+  the send queue's unacknowledged tail), writev and sendmsg beyond PIPE_BUF, a MSG_WAITALL
   receive, a call not in the table, a thread in uninterruptible sleep or runnable inside
   the call (woken or preempted there: how far it got is on its kernel stack only). The
   signal mask is the caller's own again, as the interrupted call leaves it (sigsuspend's
   is in ``saved_sigmask``, sigtimedwait's in ``real_blocked`` while they sleep), and a timed
   sleep writes the time it had left where it writes it (nanosleep's rem, select's timeval),
   from its hrtimer on the kernel stack: a restarted select waits what was left, a nanosleep
-  loop sleeps the rest. A write() to a TCP socket that has moved part of its bytes into the
-  send queue returns that count, as tcp_sendmsg does when a signal ends its wait for room.
+  loop sleeps the rest. A write() that has moved part of its bytes into a TCP socket's send
+  queue or a pipe returns that count, as tcp_sendmsg and pipe_write do when a signal ends
+  their wait for room.
 
 Registers of a thread not in a system call (preempted or faulting in user mode: ``orig_ax``
 is -1 or an exception's error code and ``ax`` its user value), or of one whose call has
@@ -40,6 +41,7 @@ from ..errors import MomentError, UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.cpu.syscalls import ENOSYS, PIPE_BUF, BlockedSyscall, interrupted_syscall, syscall_info
 from ..kernel.fs.fdtable import task_fd_file
+from ..kernel.fs.pipe import file_is_pipe, file_pipe, pipe_read_data
 from ..kernel.fs.uio import task_ubuf_iters
 from ..kernel.net.tcp import tcp_outq_len, tcp_send_queue_bytes, tcp_sock_of_file
 from ..kernel.task.signal import sigset_value
@@ -167,16 +169,29 @@ def _user_bytes(task: Struct, regs: Registers, call: BlockedSyscall, limit: int)
     return bytes(out)
 
 
-def _tcp_sock_written(task: Struct, regs: Registers, call: BlockedSyscall) -> Struct | None:
-    """The ``struct sock`` of the connected TCP socket a blocked write-like call writes to
-    (its fd is the first argument), or None for any other file."""
-    file = task_fd_file(task, _signed(regs.di))
-    return tcp_sock_of_file(file) if file is not None else None
+def _bytes_moved(task: Struct, regs: Registers, call: BlockedSyscall, size: int) -> int:
+    """How many of its `size` bytes a write-like call asleep for room has moved: what it
+    returns when a signal ends it (tcp_sendmsg and pipe_write return what they copied; 0: it
+    is restarted). Refused where memory does not say."""
+    file = task_fd_file(task, _signed(regs.di))  # the fd is the first argument
+    tcp = tcp_sock_of_file(file) if file is not None else None
+    if tcp is not None:
+        return _tcp_write_moved(task, regs, call, tcp, size)
+    if size <= PIPE_BUF:
+        return 0  # such a write to a pipe is atomic; a socket's moves all or nothing
+    moved = _moved_by_iterator(task, regs, call, size) if file is not None and file_is_pipe(file) else 0
+    if not moved:
+        raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
+    assert file is not None
+    if not _ends_with_moved(task, pipe_read_data(task.prog_, file_pipe(file)), regs.si, moved):
+        raise _refuse(
+            task, call, f"its kernel stack says it moved {moved} of {size} bytes, which its pipe does not end with"
+        )
+    return moved
 
 
 def _tcp_write_moved(task: Struct, regs: Registers, call: BlockedSyscall, sk: Struct, size: int) -> int:
-    """How many bytes a write asleep on a TCP socket has moved into the send queue: what it
-    returns when a signal ends it (tcp_sendmsg returns what it copied; 0: it is restarted).
+    """How many bytes a write asleep on a TCP socket has moved into the send queue.
 
     tcp_sendmsg() copies into the send queue as room allows and sleeps for more: the bytes it
     moved are the newest in the queue, and a writer sleeping for room has not seen them all
@@ -188,7 +203,7 @@ def _tcp_write_moved(task: Struct, regs: Registers, call: BlockedSyscall, sk: St
     queued = tcp_outq_len(sk)
     moved = _moved_by_iterator(task, regs, call, size)
     if moved:
-        if not queued or not _queue_ends_with(task, sk, queued, regs.si, moved):
+        if not queued or not _ends_with_moved(task, tcp_send_queue_bytes(sk, queued), regs.si, moved):
             raise _refuse(
                 task,
                 call,
@@ -219,11 +234,11 @@ def _moved_by_iterator(task: Struct, regs: Registers, call: BlockedSyscall, size
     return moved.pop() if moved else 0
 
 
-def _queue_ends_with(task: Struct, sk: Struct, queued: int, buf: int, moved: int) -> bool:
-    """Does the send queue end with the first `moved` bytes at user address `buf` (or, when
-    fewer bytes are unacknowledged, with the end of those)?"""
-    tail = min(queued, moved)
-    return tcp_send_queue_bytes(sk, queued)[-tail:] == task_read_user(task, buf + moved - tail, tail)
+def _ends_with_moved(task: Struct, queued: bytes, buf: int, moved: int) -> bool:
+    """Do the bytes `queued` in a pipe or send queue end with the first `moved` bytes at user
+    address `buf` (or, when fewer are still queued, with the end of those)?"""
+    tail = min(len(queued), moved)
+    return tail > 0 and queued[-tail:] == task_read_user(task, buf + moved - tail, tail)
 
 
 def _overlap(tail: bytes, head: bytes) -> int:
@@ -302,12 +317,9 @@ def blocked_syscall_fixup(task: Struct, regs: Registers, vcpu: VcpuState | None 
     if call.interruption == "unknown" or call.unknowable:
         raise _refuse(task, call, call.unknowable or "ovm-offline does not know how it ends when interrupted")
     size = _bytes_to_move(task, regs, call)
-    tcp = _tcp_sock_written(task, regs, call) if size else None
-    moved = _tcp_write_moved(task, regs, call, tcp, size) if tcp is not None else 0
+    moved = _bytes_moved(task, regs, call, size) if size else 0
     if moved:  # ended as a signal ends it: short, with what it copied
         return SyscallOutcome(dataclasses.replace(regs, ax=moved), True)
-    if tcp is None and size > PIPE_BUF:
-        raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
     fixed = _restarted(regs) if call.interruption == "restart" else _returning_eintr(regs)
     sigmask = sigset_value(getattr(task, call.sigmask_in)) if call.sigmask_in else None
     return SyscallOutcome(fixed, True, sigmask, _time_left(task, call, regs))

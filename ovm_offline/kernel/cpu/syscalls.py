@@ -17,7 +17,7 @@ call itself:
 Some calls depend on their arguments (`interrupted_syscall`), and calls that move data can
 return a partial count instead (`moves_data`): a write larger than PIPE_BUF that blocked
 for room may already have moved part of its data (extract/syscall.py says where memory
-shows how much: a write() to a TCP socket, by its iterator).
+shows how much: a write() to a TCP socket or a pipe, by its iterator).
 """
 
 from __future__ import annotations

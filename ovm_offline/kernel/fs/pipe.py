@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError, SourceError
 from ..core.objects import Pointer, Struct
 from ..mm.pagecache import PAGE_SIZE, page_to_phys
-from .fdtable import file_inode_ptr
+from .fdtable import file_fops_name, file_inode_ptr
 
-__all__ = ["MAX_RING_SIZE", "file_pipe", "pipe_buffers", "pipe_read_data", "pipe_size"]
+__all__ = ["MAX_RING_SIZE", "file_is_pipe", "file_pipe", "pipe_buffers", "pipe_read_data", "pipe_size"]
 
 
 if TYPE_CHECKING:
@@ -51,6 +51,14 @@ def file_pipe(file: Pointer | Struct) -> Pointer:
     if not pipe:
         raise GuestDataError(f"pipe inode at 0x{int(inode):x} has no pipe_inode_info")
     return pipe
+
+
+def file_is_pipe(file: Pointer | Struct) -> bool:
+    """Is a ``struct file`` an end of a pipe or FIFO (its ``f_op`` is pipefifo_fops)?"""
+    return file_fops_name(file, _PIPE_FOPS) is not None
+
+
+_PIPE_FOPS = frozenset({"pipefifo_fops"})
 
 
 def pipe_ring(pipe: Pointer | Struct) -> tuple[int, int, int, int]:
