@@ -17,7 +17,7 @@ from ovm_offline.kernel.cpu.regs import task_user_regs
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.mm.mmap import for_each_vma, vma_file
 from ovm_offline.kernel.ns.uts import task_uts_ns
-from ovm_offline.kernel.task.tasks import find_task, for_each_process, task_state, thread_group
+from ovm_offline.kernel.task.tasks import find_task, for_each_process, process_tree, task_state, thread_group
 from ovm_offline.kernel.task.timers import clock_now, hrtimer_clock_id, task_sleep_hrtimer
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
@@ -356,3 +356,43 @@ def test_a_host_name_that_is_not_utf8_is_refused_by_name(recording, tmp_path, ke
         )
 
     _assert_refused(rec, mutate, UnsupportedError, tmp_path / "images")
+
+
+#: blockers-partial: the child's one write() and its size, and what it moved into the pipe
+WRITE, PARTIAL_BYTES, PARTIAL_MOVED = 1, 1 << 20, 65536
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+@pytest.mark.parametrize(
+    "offset,needle",
+    [
+        (PARTIAL_MOVED - 1, r"inside write\(\): its kernel stack says it moved 65535 of 1048576 bytes, which its pipe"),
+        (0, r"inside write\(\): a write of 1048576 bytes \(more than PIPE_BUF\) may already have moved part of them"),
+    ],
+)
+def test_a_partial_write_whose_iterator_the_pipe_belies_is_refused_by_name(recording, tmp_path, kernel, offset, needle):
+    """The count a pipe write asleep half-way returns comes from its iov_iter on the kernel
+    stack: moved to an offset the pipe does not end with, or back to 0 (nothing on the stack
+    then says how much moved), the write is refused by name, never ended with a wrong count."""
+    from ovm_offline.kernel.fs.uio import task_ubuf_iters
+
+    rec = recording(kernel, "blockers-partial")
+
+    def iterator_at(source, prog):
+        writers = [
+            (t, regs)
+            for p in process_tree(prog, find_task(prog, rec.manifest["root_pid"]))
+            for t in thread_group(p)
+            if (regs := task_user_regs(t)).orig_ax == WRITE and regs.dx == PARTIAL_BYTES
+        ]
+        assert len(writers) == 1, writers
+        task, regs = writers[0]
+        (moved,) = [it for it in task_ubuf_iters(task, regs.si, PARTIAL_BYTES, True) if it.iov_offset]
+        assert moved.iov_offset == PARTIAL_MOVED
+        for member, value in (("iov_offset", offset), ("count", PARTIAL_BYTES - offset)):
+            source.patch_virtual(
+                prog, moved.address_ + prog.member_offset("iov_iter", member), value.to_bytes(8, "little")
+            )
+        return needle
+
+    _assert_refused(rec, iterator_at, UnsupportedError, tmp_path / "images")
