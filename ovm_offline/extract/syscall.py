@@ -178,7 +178,7 @@ def _bytes_moved(task: Struct, regs: Registers, call: BlockedSyscall, size: int)
     if tcp is not None:
         return _tcp_write_moved(task, regs, call, tcp, size)
     if size <= PIPE_BUF:
-        return 0  # such a write to a pipe is atomic; a socket's moves all or nothing
+        return 0  # it has moved nothing: a pipe takes it whole, a socket in one buffer
     moved = _moved_by_iterator(task, regs, call, size) if file is not None and file_is_pipe(file) else 0
     if not moved:
         raise _refuse(task, call, f"a write of {size} bytes (more than PIPE_BUF) may already have moved part of them")
