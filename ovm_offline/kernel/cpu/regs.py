@@ -22,7 +22,15 @@ from ...errors import GuestDataError
 from ...state import REGISTER_NAMES, Registers, TlsEntry
 from ..core.objects import Struct
 
-__all__ = ["X86_FEATURE_XSAVE", "boot_cpu_has", "task_pt_regs", "task_tls", "task_user_regs", "user_desc"]
+__all__ = [
+    "X86_FEATURE_XSAVE",
+    "boot_cpu_has",
+    "task_pt_regs",
+    "task_stack_from",
+    "task_tls",
+    "task_user_regs",
+    "user_desc",
+]
 
 
 if TYPE_CHECKING:
@@ -82,6 +90,17 @@ def task_thread_size(task: Struct) -> int:
                 raise GuestDataError(f"pid {task.pid}: kernel stack area of impossible size {vm.size}")
             return size
     return THREAD_SIZE_DEFAULT
+
+
+def task_stack_from(task: Struct, sp: int | None = None) -> tuple[int, bytes] | None:
+    """(start, bytes) of the kernel stack of a ``struct task_struct`` from `sp` to its top (all
+    of it by default; from its saved SP, the live frames of a task switched out), or None when
+    it has no stack or `sp` is outside it."""
+    stack, size = int(task.stack), task_thread_size(task)
+    start = stack if sp is None else sp
+    if not stack or not stack <= start < stack + size:
+        return None
+    return start, task.prog_.read(start, stack + size - start)
 
 
 def task_pt_regs(task: Struct) -> Struct:

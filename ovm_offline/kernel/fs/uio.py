@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 
 from ..core.objects import Struct
-from ..cpu.regs import task_thread_size
+from ..cpu.regs import task_stack_from
 
 __all__ = ["task_ubuf_iters"]
 
@@ -30,12 +30,12 @@ def task_ubuf_iters(task: Struct, ubuf: int, size: int, source: bool) -> list[St
     if not prog.symbols.has_type("struct iov_iter"):
         return []
     ubuf_type = prog.symbols.enum_value("iter_type", "ITER_UBUF", -1)
-    stack, stack_size, sp = int(task.stack), task_thread_size(task), int(task.thread.sp)
-    if ubuf_type < 0 or not stack or not stack <= sp < stack + stack_size:
+    frames = task_stack_from(task, int(task.thread.sp))
+    if ubuf_type < 0 or frames is None:
         return []
+    sp, raw = frames
     at = {m: prog.member_offset("iov_iter", m) for m in ("iter_type", "data_source", "iov_offset", "count", "ubuf")}
     iter_size = prog.struct_type("iov_iter").size
-    raw = prog.read(sp, stack + stack_size - sp)
     found = []
     for i in range(0, len(raw) - iter_size + 1, 8):
         if _u64(raw, i + at["ubuf"]) != ubuf:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError, UnsupportedError
 from ...state import Itimer, PosixTimer
 from ..core.objects import Pointer, Struct
-from ..cpu.regs import task_thread_size
+from ..cpu.regs import task_stack_from
 from ..ds.list import hlist_for_each_entry, list_for_each_entry
 from .pid import pid_nr_ns
 
@@ -145,13 +145,12 @@ def _stack_sleepers(task: Struct, sp: int | None) -> Iterator[Struct]:
     prog = task.prog_
     if not prog.has_symbol("hrtimer_wakeup"):
         return
-    stack, size = int(task.stack), task_thread_size(task)
-    start = stack if sp is None else sp
-    if not stack or not stack <= start < stack + size:
+    frames = task_stack_from(task, sp)
+    if frames is None:
         return
+    start, raw = frames
     wakeup = prog.symbol_address("hrtimer_wakeup")
     at = prog.member_offset("hrtimer_sleeper", "timer") + prog.member_offset("hrtimer", "function")
-    raw = prog.read(start, stack + size - start)
     for i in range(at, len(raw) - 7, 8):
         if int.from_bytes(raw[i : i + 8], "little") == wakeup:
             yield prog.struct("hrtimer_sleeper", start + i - at)
