@@ -294,9 +294,43 @@ def _retype_anonymous(struct: str, member: str):
     return mutate
 
 
+def _retype_untagged(struct: str, member: str, inner: str, ref: dict):
+    """Retype `inner` of the untagged struct or union that `struct`.`member` is."""
+
+    def mutate(isf: dict) -> None:
+        untagged = isf["user_types"][struct]["fields"][member]["type"]["name"]
+        assert untagged.startswith("unnamed_")
+        isf["user_types"][untagged]["fields"][inner]["type"] = ref
+
+    return mutate
+
+
+def _retype_symbol(symbol: str, ref: dict):
+    return lambda isf: isf["symbols"][symbol].update(type=ref)
+
+
+def _shrink_symbol_type(symbol: str, size: int):
+    return lambda isf: isf["user_types"][isf["symbols"][symbol]["type"]["name"]].update(size=size)
+
+
 @pytest.mark.parametrize(
     ("mutate", "needle"),
     [
+        # members of untagged structs and unions, named by their path from a tagged struct or symbol
+        (
+            _retype_untagged("tty_struct", "ctrl", "pgrp", {"kind": "base", "name": "int"}),
+            "tty_struct.ctrl.pgrp is integer, where the walkers read pointer to struct pid",
+        ),
+        (
+            _retype_untagged("timerfd_ctx", "t", "tmr", {"kind": "base", "name": "long int"}),
+            "timerfd_ctx.t.tmr is integer, where the walkers read struct hrtimer",
+        ),
+        (
+            _retype("tty_struct", "ctrl", {"kind": "base", "name": "int"}),
+            "tty_struct.ctrl is integer, where the walkers read struct (unnamed)",
+        ),
+        (_retype_symbol("tk_core", {"kind": "base", "name": "int"}), "symbol tk_core is integer, where the walkers"),
+        (_shrink_symbol_type("tk_core", 8), "@tk_core.timekeeper takes bytes 8..2"),
         # found by the fuzzer: each failed inside a walker with an AttributeError or TypeError
         (
             _retype("task_struct", "mm", {"kind": "base", "name": "int"}),
@@ -338,7 +372,7 @@ def test_the_member_kinds_hold_for_both_pinned_kernels():
 
 #: the member table each cache format was checked against: a cached ISF was checked once, so a
 #: table that grows without a new CACHE_FORMAT would leave the new members unchecked in caches
-MEMBER_TABLE_OF_FORMAT = {5: "5713c4fbea315e44", 6: "87a1fa06c041eac5", 7: "6450097618ddf091"}
+MEMBER_TABLE_OF_FORMAT = {5: "5713c4fbea315e44", 6: "87a1fa06c041eac5", 7: "6450097618ddf091", 8: "f0373fb6e9516bf2"}
 
 
 def test_a_changed_member_table_comes_with_a_new_cache_format():

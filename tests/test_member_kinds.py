@@ -15,7 +15,7 @@ from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.errors import OvmError
 from ovm_offline.kernel.core import isf_cache, objects
-from ovm_offline.kernel.core.member_kinds import MEMBER_KINDS, raw_kind, raw_member
+from ovm_offline.kernel.core.member_kinds import MEMBER_KINDS, raw_kind, raw_member_path
 from tests.support.paths import ISF
 
 pytestmark = pytest.mark.guest
@@ -47,21 +47,67 @@ def _members_read(rec, out) -> set[tuple[str, str]]:
     return seen
 
 
+def _untagged_paths(isf: dict) -> dict[str, list[str]]:
+    """Each untagged struct or union of the ISF -> the paths that reach it from a tagged struct
+    or a symbol ("tty_struct.ctrl", "@tk_core"), as MEMBER_KINDS names its members."""
+    parents: dict[str, list[str]] = {}
+    for name, symbol in isf["symbols"].items():
+        ref = symbol.get("type") or {}
+        if str(ref.get("name", "")).startswith("unnamed_"):
+            parents.setdefault(ref["name"], []).append(f"@{name}")
+    for struct, user in isf["user_types"].items():
+        for member, field in user.get("fields", {}).items():
+            ref = field.get("type") or {}
+            if str(ref.get("name", "")).startswith("unnamed_") and not field.get("anonymous"):
+                parents.setdefault(ref["name"], []).append(f"{struct}.{member}")
+
+    def paths(name: str, depth: int = 0) -> list[str]:
+        found = []
+        for parent in parents.get(name, []):
+            head, _, rest = parent.partition(".")
+            if head.startswith("unnamed_") and depth < 4:
+                found += [f"{above}.{rest}" for above in paths(head, depth + 1)]
+            elif not head.startswith("unnamed_"):
+                found.append(parent)
+        return found
+
+    return {name: paths(name) for name in parents}
+
+
+def _member_names(seen: set[tuple[str, str]], isf: dict) -> set[str]:
+    """The MEMBER_KINDS names of the (struct, member) pairs read: a member of an untagged type
+    by the first of its paths that the table lists, or else its first path."""
+    untagged = _untagged_paths(isf)
+    names = set()
+    for struct, member in seen:
+        if not struct.startswith("unnamed_"):
+            names.add(f"{struct}.{member}")
+            continue
+        paths = [f"{path}.{member}" for path in untagged.get(struct, [])]
+        assert paths, f"no tagged struct or symbol reaches {struct} (read for .{member})"
+        names.add(next((p for p in paths if p in MEMBER_KINDS), paths[0]))
+    return names
+
+
+@pytest.fixture(scope="module")
+def isfs() -> dict[str, dict]:
+    return {kernel: isf_cache.json_loads(isf_cache.open_isf_bytes(path)) for kernel, path in ISF.items()}
+
+
 @pytest.mark.parametrize("workload", STANDARD)
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
-def test_every_member_the_walkers_read_has_its_kind_listed(recording, tmp_path, kernel, workload):
+def test_every_member_the_walkers_read_has_its_kind_listed(recording, tmp_path, isfs, kernel, workload):
     seen = _members_read(recording(kernel, workload), tmp_path)
     assert len(seen) > 100
-    missing = sorted(f"{s}.{m}" for s, m in seen if not s.startswith("unnamed_") and f"{s}.{m}" not in MEMBER_KINDS)
+    missing = sorted(name for name in _member_names(seen, isfs[kernel]) if name not in MEMBER_KINDS)
     if missing:
-        isfs = [isf_cache.json_loads(isf_cache.open_isf_bytes(path)) for path in ISF.values()]
         rows = []
         for name in missing:
             kinds = {
-                raw_kind(isf, found[1]) for isf in isfs if (found := raw_member(isf, *name.split("."))) is not None
+                raw_kind(isf, found[1]) for isf in isfs.values() if (found := raw_member_path(isf, name)[1]) is not None
             }
             rows.append(f"    {name} under {' and '.join(sorted(kinds))}")
-        message = "members to add to _MEMBERS_BY_KIND:\n" + "\n".join(rows)
+        message = "members to add to _MEMBERS_BY_KIND (or paths to _MEMBER_PATHS_BY_KIND):\n" + "\n".join(rows)
         if get_workload(workload).moment == "as-is":
             # which paths run depends on the moment the recording caught: the next recording
             # may not read what this one did, so a miss is said, and a stopped workload fails

@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 
-CACHE_FORMAT = 7  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds; 5: inet members; 6: UTS and user namespace members; 7: iov_iter members
+CACHE_FORMAT = 8  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds; 5: inet members; 6: UTS and user namespace members; 7: iov_iter members; 8: members of untagged structs
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096
 # Prefixes keep the three namespaces apart inside one set of buckets.

@@ -13,6 +13,11 @@ keep passing: "integer" (any int, char, bool, enum or bit-field), "pointer to st
 read are listed under every kind seen. Members an ISF lacks are not checked here: the walkers
 test for them (``has_member_``) or refuse by name.
 
+A struct or union the kernel declares without a tag (``tty_struct.ctrl``, ``tk_core``'s type)
+gets a name from dwarf2json that differs between builds, so its members are named by the path
+that reaches them from a tagged struct or from a symbol (``@`` then the symbol's name):
+``tty_struct.ctrl.pgrp``, ``@tk_core.timekeeper``.
+
 tests/test_member_kinds.py keeps the table complete: it runs ``ps`` and ``dump`` over the
 corpus of both kernels and fails, naming the members to add and their kinds, when a walker
 reads a member that is not listed.
@@ -120,12 +125,50 @@ def _raw_size(isf: dict[str, Any], ref: Any, depth: int = 0) -> int | None:
     return None
 
 
+def _anchor_type(isf: dict[str, Any], anchor: str) -> str | None:
+    """The type name a member path starts from: `anchor` itself, or the struct or union type of
+    the symbol ``@NAME`` names (None if the ISF lacks the symbol)."""
+    if not anchor.startswith("@"):
+        return anchor
+    symbol = (isf.get("symbols") or {}).get(anchor[1:])
+    ref = symbol.get("type") if isinstance(symbol, dict) else None
+    if ref is None:
+        return None
+    if not (isinstance(ref, dict) and ref.get("kind") in ("struct", "union", "class")):
+        raise SymbolError(f"symbol {anchor[1:]} is {raw_kind(isf, ref)}, where the walkers read a struct")
+    return str(ref.get("name"))
+
+
+def raw_member_path(isf: dict[str, Any], name: str) -> tuple[str, tuple[int, Any, int] | None]:
+    """The struct holding the last member of a member path of `MEMBER_KINDS` and what
+    `raw_member` says of it there (None if the ISF lacks a step). A step before the last
+    that is no struct or union is a SymbolError."""
+    anchor, *steps = name.split(".")
+    struct = _anchor_type(isf, anchor)
+    found = None
+    for index, member in enumerate(steps):
+        if struct is None:
+            return name, None
+        if index:
+            ref = found[1] if found else None
+            if not (isinstance(ref, dict) and ref.get("kind") in ("struct", "union", "class")):
+                step = ".".join([anchor, *steps[:index]])
+                raise SymbolError(f"{step} is {raw_kind(isf, ref)}, where the walkers read a struct")
+            struct = str(ref.get("name"))
+        found = raw_member(isf, struct, member)
+        if found is None:
+            return name, None
+    return str(struct), found
+
+
 def check_member_kinds(isf: dict[str, Any], path: Path) -> None:
     """Refuse a parsed ISF in which a member the walkers read has another kind of type than
     `MEMBER_KINDS` says, or does not fit inside its struct."""
     for name, expected in MEMBER_KINDS.items():
-        struct, member = name.split(".")
-        found = raw_member(isf, struct, member)
+        try:
+            struct, found = raw_member_path(isf, name)
+        except SymbolError as error:
+            raise SymbolError(f"ISF {path}: {error}") from None
         if found is None:
             continue
         offset, ref, struct_size = found
@@ -345,10 +388,30 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "union (unnamed)": "timerfd_ctx.t",
 }
 
-#: "struct.member" -> the kinds the walkers read it as
+#: kind -> the members of untagged structs and unions the walkers read as that kind, each
+#: named by its path from a tagged struct or a symbol (see the module doc)
+_MEMBER_PATHS_BY_KIND: dict[str, str] = {
+    "integer": "tty_struct.ctrl.packet",
+    "pointer to struct pid": "tty_struct.ctrl.pgrp tty_struct.ctrl.session",
+    "struct atomic_t": "sock.sk_backlog.rmem_alloc",
+    "struct alarm": "timerfd_ctx.t.alarm",
+    "struct hrtimer": "timerfd_ctx.t.tmr",
+    "struct timekeeper": "@tk_core.timekeeper",
+}
+
+
+def _is_member_path(name: str) -> bool:
+    return name.count(".") == 2 or (name.startswith("@") and name.count(".") == 1)
+
+
+#: "struct.member" (or a member path) -> the kinds the walkers read it as
 MEMBER_KINDS: dict[str, tuple[str, ...]] = {}
-for _kind, _names in _MEMBERS_BY_KIND.items():
-    for _name in _names.split():
-        # two adjacent string literals missing a space glue two names into one
-        assert _name.count(".") == 1, f"member_kinds.py: {_name!r} is not one struct.member"
-        MEMBER_KINDS[_name] = (*MEMBER_KINDS.get(_name, ()), _kind)
+for _table, _well_formed in (
+    (_MEMBERS_BY_KIND, lambda name: name.count(".") == 1),
+    (_MEMBER_PATHS_BY_KIND, _is_member_path),
+):
+    for _kind, _names in _table.items():
+        for _name in _names.split():
+            # two adjacent string literals missing a space glue two names into one
+            assert _well_formed(_name), f"member_kinds.py: {_name!r} is not one struct.member or member path"
+            MEMBER_KINDS[_name] = (*MEMBER_KINDS.get(_name, ()), _kind)
