@@ -1,5 +1,6 @@
-"""Builds the busybox initramfs every corpus guest boots: busybox, criu 3.17.1 with its shared
-libraries, the corpus workloads, the kernel modules CRIU and the harness need, and /init."""
+"""Builds the busybox initramfs every corpus guest boots: busybox, criu 3.17.1 and runc 1.1 with
+their shared libraries, the corpus workloads (C programs and shell scripts), runc's bundle
+config, the kernel modules CRIU and the harness need, and /init."""
 
 from __future__ import annotations
 
@@ -24,16 +25,24 @@ GUEST_MODULES = ["qemu_fw_cfg", "virtio_pci", "virtio_blk", "nf_tables", "veth",
 
 BUSYBOX = "/bin/busybox"
 CRIU = "/usr/sbin/criu"
+RUNC = "/usr/sbin/runc"
+# runc-box's bundle config: `runc spec` of the pinned runc, with the corpus's changes
+RUNC_CONFIG = GUEST_DIR / "runc-config.json"
 
 
 def workload_sources() -> list[Path]:
-    return sorted(WORKLOADS_DIR.glob("*.c")) + sorted(WORKLOADS_DIR.glob("*.h"))
+    return sorted(WORKLOADS_DIR.glob("*.c")) + sorted(WORKLOADS_DIR.glob("*.h")) + workload_scripts()
+
+
+def workload_scripts() -> list[Path]:
+    """Workloads written in shell (/bin/NAME for workloads/NAME.sh)."""
+    return sorted(WORKLOADS_DIR.glob("*.sh"))
 
 
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
-    host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"])]
-    inputs = [Path(__file__), GUEST_DIR / "init.sh"] + workload_sources()
+    host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
+    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
 
@@ -41,7 +50,7 @@ def _version_line(cmd: list[str]) -> bytes:
     try:
         return subprocess.run(cmd, capture_output=True).stdout[:200]
     except FileNotFoundError:
-        raise CorpusError(f"{cmd[0]} is not installed (apt-get install busybox-static criu)") from None
+        raise CorpusError(f"{cmd[0]} is not installed (apt-get install busybox-static criu runc)") from None
 
 
 def compile_workloads(out_dir: Path) -> dict[str, Path]:
@@ -115,11 +124,17 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     archive.file("etc/group", b"root:x:0:\n")
     archive.file("init", (GUEST_DIR / "init.sh").read_bytes(), 0o755)
 
-    add_host_path(archive, CRIU)
-    libs = set(shared_libraries(Path(CRIU)))
+    libs = set()
+    for tool in (CRIU, RUNC):
+        add_host_path(archive, tool)
+        libs.update(shared_libraries(Path(tool)))
+    archive.directory("etc/ovm")
+    archive.file("etc/ovm/runc-config.json", RUNC_CONFIG.read_bytes())
     for name, binary in binaries.items():
         archive.file(f"bin/{name}", binary.read_bytes(), 0o755)
         libs.update(shared_libraries(binary))
+    for script in workload_scripts():
+        archive.file(f"bin/{script.stem}", script.read_bytes(), 0o755)
     for lib in sorted(libs):
         add_host_path(archive, lib)
 

@@ -180,6 +180,14 @@ _STOPPED = {
             " UTS and time namespaces (a dump must refuse them by name)",
         ),
         Workload(
+            "runc",
+            "runc-box",
+            root_key="container_init",
+            golden=False,
+            description="pipetree in a container runc makes from its default spec (mount, UTS, IPC, network,"
+            " PID and cgroup namespaces; a dump must refuse the mount, network and cgroup ones by name)",
+        ),
+        Workload(
             "ipc",
             "ipc",
             run_after_restore=1.0,
@@ -309,6 +317,7 @@ STANDARD = (
     "container",
     "container-uts",
     "container-unsaved",
+    "runc",
     "ipc",
     "shmem",
     "sysvshm",

@@ -6,6 +6,8 @@ its own, a child in nested user, UTS and time namespaces)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from corpus import kernels
@@ -76,3 +78,38 @@ def test_namespaces_that_cannot_be_saved_are_each_refused_by_name(recording, tmp
         assert "PID namespace" not in result.stderr and "IPC namespace" not in result.stderr
         assert "UTS namespace of its own" not in result.stderr
         assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_container_runc_made_is_one_container_and_its_unsaved_namespaces_are_refused_by_name(
+    recording, tmp_path, kernel
+):
+    """runc's default spec (workload `runc`): `ps` groups the container's processes as one
+    container, and `dump --container` names the mount, network and cgroup namespaces it cannot
+    save yet, writing nothing; the PID, IPC and UTS namespaces runc made are not named."""
+    rec = recording(kernel, "runc")
+    m = rec.manifest
+    init = m["root_pid"]
+    procs = {p["pid"]: p for p in m["processes"]}
+    ns = procs[init]["ns"]
+    assert all(procs[pid]["ns"] == ns for pid in m["members"]) and len(m["members"]) == 4
+    assert all(ns[kind] != procs[1]["ns"][kind] for kind in ("mnt", "uts", "ipc", "net", "pid", "cgroup"))
+
+    listed = [json.loads(line) for line in ovm("ps", str(rec.elf), "--json").stdout.splitlines()]
+    container = f"pidns:{ns['pid']} cgroup:/ovm-runc"
+    assert sorted(p["pid"] for p in listed if p["container"] == container) == sorted(m["members"])
+    assert {p["ns_pid"] for p in listed if p["pid"] == init} == {1}
+
+    out = tmp_path / "out"
+    result = ovm("dump", str(rec.elf), "--container", container, "-D", str(out))
+    assert result.returncode == ExitCode.UNSUPPORTED
+    assert_one_line_failure(
+        result,
+        f"PID {init} (pipetree) is in a mount namespace of its own (mnt:[{ns['mnt']}]);"
+        " ovm-offline cannot save mount namespaces yet",
+        f"PID {init} (pipetree) is in a network namespace of its own (net:[{ns['net']}])",
+        f"PID {init} (pipetree) is in a cgroup namespace of its own (cgroup:[{ns['cgroup']}])",
+    )
+    assert "PID namespace" not in result.stderr and "IPC namespace" not in result.stderr
+    assert "UTS namespace" not in result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []

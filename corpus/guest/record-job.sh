@@ -6,13 +6,17 @@ mkdir -p "/run/ovm/$PROG"
 echo $((HIGH_PID - 1)) > /proc/sys/kernel/ns_last_pid
 /bin/$PROG $ARGS </dev/null >>"/run/ovm/$W.log" 2>&1 3>&- &
 LAUNCHED=$!
+# with ROOT_KEY, the READY line that names the root (a container's own program may say READY
+# first, in the same log)
+PATTERN='^READY'
+[ -n "$ROOT_KEY" ] && PATTERN="^READY.* $ROOT_KEY="
 i=0
-while ! grep -qs '^READY' "$W.log"; do
+while ! grep -qs "$PATTERN" "$W.log"; do
     grep -qs '^SETUP FAIL' "$W.log" && fail "$(grep -m1 '^SETUP FAIL' "$W.log")"
     i=$((i + 1)); [ $i -gt 3000 ] && fail "no READY from $PROG: $(tail -c 300 "$W.log" | tr '\n' ' ')"
     sleep 0.1
 done
-READY=$(grep -m1 '^READY' "$W.log")
+READY=$(grep -m1 "$PATTERN" "$W.log")
 ROOT=$LAUNCHED
 if [ -n "$ROOT_KEY" ]; then
     ROOT=$(echo "$READY" | sed -n "s/.* $ROOT_KEY=\([0-9]*\).*/\1/p")

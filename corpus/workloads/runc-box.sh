@@ -1,0 +1,43 @@
+#!/bin/sh
+# runc-box - pipetree in an OCI container that runc 1.1 makes from its default spec
+# (/etc/ovm/runc-config.json: `runc spec` with pipetree as the process, a writable root, host
+# name ovm-runc and a cgroup namespace added): mount, UTS, IPC, network, PID and cgroup
+# namespaces, a root reached through pivot_root, the spec's /proc, /dev, /dev/pts, /dev/shm,
+# /dev/mqueue, /sys and cgroup2 mounts with its masked and read-only paths, cgroup /ovm-runc.
+#
+# pivot_root(2) refuses a process whose root is the initramfs (rootfs has no parent mount), as
+# on a machine booted without a root disk; runc then runs from a chroot into a tmpfs that
+# holds the guest's /bin, /lib, /usr and /etc, as a real root file system would.
+#
+# READY lines: pipetree's own (READY root=1 ...), then READY container_init=PID (its PID as the
+# guest's init sees it) id=ovm-runc
+set -eu
+ID=ovm-runc
+SYSROOT=/run/runc-sysroot
+BUNDLE=/bundle
+mkdir -p "$SYSROOT"
+mount -t tmpfs -o mode=755 sysroot "$SYSROOT"
+cp -a /bin /lib /usr /etc "$SYSROOT/"
+[ -e /lib64 ] && cp -a /lib64 "$SYSROOT/"
+for d in proc sys dev run tmp; do mkdir -p "$SYSROOT/$d"; done
+for d in proc sys dev; do mount --rbind "/$d" "$SYSROOT/$d"; done
+
+ROOTFS=$SYSROOT$BUNDLE/rootfs
+mkdir -p "$ROOTFS"
+cp -a /bin /lib /usr /etc "$ROOTFS/"
+[ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
+for d in proc sys dev run tmp; do mkdir -p "$ROOTFS/$d"; done
+cp /etc/ovm/runc-config.json "$SYSROOT$BUNDLE/config.json"
+
+# the container's stdout and stderr are this script's (the workload log): runc passes its own
+# on to a detached container that has no terminal
+chroot "$SYSROOT" /usr/sbin/runc --root /run/runc run --detach --pid-file /run/$ID.pid --bundle "$BUNDLE" $ID \
+    </dev/null || { echo "SETUP FAIL runc run exited $?"; exit 1; }
+LOG=$(readlink /proc/$$/fd/1)
+i=0
+until grep -qs '^READY root=1 ' "$LOG"; do
+    i=$((i + 1))
+    [ $i -gt 300 ] && { echo "SETUP FAIL no READY from the container"; exit 1; }
+    sleep 0.1
+done
+echo "READY container_init=$(cat "$SYSROOT/run/$ID.pid") id=$ID"
