@@ -484,10 +484,20 @@ class Qemu:
                 self.kill()
                 pytest.skip(f"QEMU did not start: {self.proc.stderr.read().decode(errors='replace')[:300]}")
             time.sleep(0.05)
+        from qemu.qmp import ConnectError
         from qemu.qmp.legacy import QEMUMonitorProtocol
 
-        self.ctl = QEMUMonitorProtocol(str(self.ctl_path))
-        self.ctl.connect()
+        # the socket file exists from bind(2); under load, connect(2) can come before listen(2)
+        while True:
+            self.ctl = QEMUMonitorProtocol(str(self.ctl_path))
+            try:
+                self.ctl.connect()
+                break
+            except ConnectError:
+                self.ctl.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def cmd(self, name: str, **args):
         reply = self.ctl.cmd_raw(name, args or None)
