@@ -28,6 +28,14 @@ def interrupted_python_startup(code: int, stderr: str) -> bool:
     return code in (1, -signal.SIGINT) and text.endswith("KeyboardInterrupt") and not _OUR_FRAME.search(text)
 
 
+def sigint_as_from_a_terminal() -> None:
+    """A child's SIGINT as a shell in a terminal leaves it: default. A launcher started in the
+    background by a non-interactive shell ignores SIGINT, its children inherit that across exec,
+    and Python then installs no KeyboardInterrupt handler, so every SIGINT case would be a
+    dump the signal never reached. (preexec_fn: runs in the forked child before exec.)"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Signals:
     family = "signals"
 
@@ -58,7 +66,13 @@ class Signals:
         sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
         delay = rng.uniform(0.05, 0.6)  # from the interpreter's start to past the page copy
         started = time.monotonic()
-        child = subprocess.Popen(self._argv(target), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            self._argv(target),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=sigint_as_from_a_terminal,
+        )
         time.sleep(delay)
         child.send_signal(sig)
         try:
@@ -104,4 +118,4 @@ class Signals:
         return Result("refused", "interrupted, nothing left")
 
 
-__all__ = ["Signals", "interrupted_python_startup"]
+__all__ = ["Signals", "interrupted_python_startup", "sigint_as_from_a_terminal"]

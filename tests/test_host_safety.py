@@ -221,14 +221,14 @@ def test_sigint_in_the_interpreters_start_up_is_told_apart_from_one_in_ours(tmp_
     can run: a Ctrl-C that early gets the interpreter's own traceback (nothing is written),
     and the fuzzer's signals family counts it as that, never a traceback from our frames. Here
     the start-up is held in a sitecustomize, so the signal lands there every time."""
-    from fuzz.signals import interrupted_python_startup
+    from fuzz.signals import interrupted_python_startup, sigint_as_from_a_terminal
 
     (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(2)\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = tmp_path / "images"
     child = subprocess.Popen(
         [sys.executable, "-m", "ovm_offline", "dump", "guest.elf", "-t", "1", "-D", str(out)],
-        stderr=subprocess.PIPE, text=True, env=env,
+        stderr=subprocess.PIPE, text=True, env=env, preexec_fn=sigint_as_from_a_terminal,
     )  # fmt: skip
     time.sleep(0.5)
     child.send_signal(signal.SIGINT)
