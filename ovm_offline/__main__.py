@@ -2,11 +2,16 @@
 first moment, before the CLI's imports (a tenth of a second) have run, to the last: once the
 work is done (or undone), a late signal no longer turns the run into a crash."""
 
-from __future__ import annotations
+try:
+    import os
+    import signal
+    import sys
+except KeyboardInterrupt:
+    # Ctrl-C while `signal` itself loads (its enums take milliseconds): nothing is open yet
+    import sys
 
-import os
-import signal
-import sys
+    sys.stderr.write("ovm-offline: interrupted\n")
+    raise SystemExit(130) from None
 
 __all__ = ["main", "terminated"]
 
@@ -22,8 +27,8 @@ def _ignore_signals() -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, terminated)  # SIGINT raises KeyboardInterrupt already
     try:
+        signal.signal(signal.SIGTERM, terminated)  # SIGINT raises KeyboardInterrupt already
         try:
             from .cli import main as cli_main
 

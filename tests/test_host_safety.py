@@ -238,3 +238,23 @@ def test_sigint_in_the_interpreters_start_up_is_told_apart_from_one_in_ours(tmp_
     ours = 'Traceback (most recent call last):\n  File "/x/ovm_offline/cli.py", line 3, in <module>\nKeyboardInterrupt'
     assert not interrupted_python_startup(1, ours)
     assert not interrupted_python_startup(130, "ovm-offline: interrupted")
+
+
+def test_sigint_while_the_entry_module_loads_signal_is_an_interruption_not_a_traceback():
+    """The fuzzer's signals family landed a SIGINT 62 ms into a run, inside `import signal` at
+    the top of ovm_offline/__main__.py (the stdlib builds its enums there, milliseconds before
+    main() exists): a traceback through a frame of ours. Here that import raises
+    KeyboardInterrupt every time."""
+    script = (
+        "import builtins, runpy\n"
+        "real = builtins.__import__\n"
+        "def interrupting(name, *args, **kwargs):\n"
+        "    if name == 'signal':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = interrupting\n"
+        "runpy.run_module('ovm_offline', run_name='__main__', alter_sys=True)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == ExitCode.INTERRUPTED
+    assert result.stderr == "ovm-offline: interrupted\n"
