@@ -19,7 +19,7 @@ import click
 
 from . import sources
 from .__main__ import terminated
-from .errors import ExitCode, MomentError, OvmError
+from .errors import ExitCode, MomentError, OvmError, raised_by_an_interruption
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
 
@@ -458,6 +458,9 @@ def main() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except Exception as e:  # a bug of ours, not bad input: say so, and where to look
+        if raised_by_an_interruption(e):
+            click.echo("ovm-offline: interrupted", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
         if os.environ.get("OVM_DEBUG"):
             traceback.print_exc()
         click.echo(f"ovm-offline: internal error: {type(e).__name__}: {e} (set OVM_DEBUG=1 for a traceback)", err=True)

@@ -21,6 +21,7 @@ __all__ = [
     "SourceError",
     "SymbolError",
     "UnsupportedError",
+    "raised_by_an_interruption",
 ]
 
 
@@ -162,3 +163,16 @@ def _mount_point(path: str) -> str:
     while not os.path.ismount(path):
         path = os.path.dirname(path)
     return path
+
+
+def raised_by_an_interruption(error: BaseException) -> bool:
+    """Is a KeyboardInterrupt (Ctrl-C, or SIGTERM's handler) behind `error`? Python 3.11 wraps
+    an exception raised in __set_name__ in RuntimeError, so a signal landing while an import
+    builds a dataclass arrives as "Error calling __set_name__ on 'Field' instance ..."."""
+    seen = 0
+    cause: BaseException | None = error
+    while cause is not None and seen < 16:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False

@@ -240,21 +240,47 @@ def test_sigint_in_the_interpreters_start_up_is_told_apart_from_one_in_ours(tmp_
     assert not interrupted_python_startup(130, "ovm-offline: interrupted")
 
 
-def test_sigint_while_the_entry_module_loads_signal_is_an_interruption_not_a_traceback():
+@pytest.mark.parametrize(
+    ("module", "interruption"),
+    [("signal", "KeyboardInterrupt"), ("cli", "RuntimeError('Error calling __set_name__') from KeyboardInterrupt()")],
+)
+def test_a_signal_while_the_entry_module_imports_is_an_interruption_not_a_traceback(module, interruption):
     """The fuzzer's signals family landed a SIGINT 62 ms into a run, inside `import signal` at
     the top of ovm_offline/__main__.py (the stdlib builds its enums there, milliseconds before
     main() exists): a traceback through a frame of ours. Here that import raises
-    KeyboardInterrupt every time."""
+    KeyboardInterrupt every time; and main()'s import of the CLI raises it as Python 3.11
+    does when it lands in a dataclass's __set_name__."""
     script = (
         "import builtins, runpy\n"
         "real = builtins.__import__\n"
         "def interrupting(name, *args, **kwargs):\n"
-        "    if name == 'signal':\n"
-        "        raise KeyboardInterrupt\n"
+        f"    if name == {module!r}:\n"
+        f"        raise {interruption}\n"
         "    return real(name, *args, **kwargs)\n"
         "builtins.__import__ = interrupting\n"
         "runpy.run_module('ovm_offline', run_name='__main__', alter_sys=True)\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == ExitCode.INTERRUPTED
+    assert result.stderr == "ovm-offline: interrupted\n"
+
+
+def test_a_signal_while_an_import_builds_a_dataclass_is_an_interruption_not_an_internal_error():
+    """The signals family on 6.12: SIGINT or SIGTERM landing while a lazy import built a dataclass
+    ended in exit 70, "internal error: RuntimeError: Error calling __set_name__ on 'Field'
+    instance 'children' in '_CgDir'": Python 3.11 wraps the KeyboardInterrupt raised inside
+    __set_name__. Here the CLI builds a class whose __set_name__ is interrupted."""
+    script = (
+        "import ovm_offline.cli as cli\n"
+        "class Interrupted:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        raise KeyboardInterrupt\n"
+        "def building(**kwargs):\n"
+        "    class Built:\n"
+        "        field = Interrupted()\n"
+        "cli.cli = building\n"
+        "cli.main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == ExitCode.INTERRUPTED, result.stderr
     assert result.stderr == "ovm-offline: interrupted\n"
