@@ -496,6 +496,8 @@ class Qemu:
             except ConnectError:
                 self.ctl.close()
                 if time.monotonic() > deadline:
+                    self.proc.kill()  # the fixture's teardown never sees a Qemu that did not start
+                    self.proc.wait(10)
                     raise
                 time.sleep(0.05)
 
