@@ -147,17 +147,15 @@ def raw_member_path(isf: dict[str, Any], name: str) -> tuple[str, tuple[int, Any
     struct = _anchor_type(isf, anchor)
     found = None
     for index, member in enumerate(steps):
-        if struct is None:
-            return name, None
-        if index:
-            ref = found[1] if found else None
-            if not (isinstance(ref, dict) and ref.get("kind") in ("struct", "union", "class")):
-                step = ".".join([anchor, *steps[:index]])
-                raise SymbolError(f"{step} is {raw_kind(isf, ref)}, where the walkers read a struct")
-            struct = str(ref.get("name"))
-        found = raw_member(isf, struct, member)
+        found = raw_member(isf, struct, member) if struct is not None else None
         if found is None:
             return name, None
+        if index + 1 < len(steps):
+            ref = found[1]
+            if not (isinstance(ref, dict) and ref.get("kind") in ("struct", "union", "class")):
+                step = ".".join([anchor, *steps[: index + 1]])
+                raise SymbolError(f"{step} is {raw_kind(isf, ref)}, where the walkers read a struct")
+            struct = str(ref.get("name"))
     return str(struct), found
 
 
