@@ -37,15 +37,12 @@ def main() -> None:
         except SystemExit as exc:
             code = exc.code
         _ignore_signals()
-    except Exception as exc:
-        from .errors import raised_by_an_interruption
+    except (KeyboardInterrupt, Exception) as exc:
+        if not isinstance(exc, KeyboardInterrupt):
+            from .errors import raised_by_an_interruption
 
-        if not raised_by_an_interruption(exc):  # the CLI says what else went wrong itself
-            raise
-        _ignore_signals()
-        sys.stderr.write("ovm-offline: interrupted\n")
-        code = 130
-    except KeyboardInterrupt:
+            if not raised_by_an_interruption(exc):  # the CLI says what else went wrong itself
+                raise
         _ignore_signals()
         sys.stderr.write("ovm-offline: interrupted\n")
         code = 130
