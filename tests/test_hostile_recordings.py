@@ -205,12 +205,31 @@ def _sleeper_of(prog, pid: int):
     return None, None
 
 
+def _decoy_sleeper(prog, thread, sleeper: int) -> list[tuple[int, bytes]]:
+    """Patches that leave hrtimer_wakeup's address in the live frames of `thread` below its
+    real sleeper, where a word of some other frame would look like a sleeper's timer function,
+    its clock base a user address: seen once in a CI take of threads-asis on 6.1."""
+    decoy = int(thread.thread.sp) + 64  # above inactive_task_frame, in schedule()'s frames
+    assert decoy + prog.struct_type("hrtimer_sleeper").size <= sleeper, "no room below the sleeper"
+    timer = decoy + prog.member_offset("hrtimer_sleeper", "timer")
+    return [
+        (
+            timer + prog.member_offset("hrtimer", "function"),
+            prog.symbol_address("hrtimer_wakeup").to_bytes(8, "little"),
+        ),
+        (timer + prog.member_offset("hrtimer", "base"), (0x7F29F5857D00).to_bytes(8, "little")),
+        (timer + prog.member_offset("hrtimer", "state"), bytes(1)),
+        (decoy + prog.member_offset("hrtimer_sleeper", "task"), bytes(8)),
+    ]
+
+
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 def test_a_sleeper_woken_by_its_own_timer_returns_0_and_a_stale_one_is_refused(recording, tmp_path, kernel):
     """A VM paused after a sleeper's timer fired but before it ran: the thread is runnable
     inside clock_nanosleep, hrtimer_wakeup has cleared its sleeper's task, and do_nanosleep
     would return 0. Made from a thread really asleep there by rewriting what the wakeup
-    rewrites; the same with a timer that fired long ago (a stale sleeper) is refused."""
+    rewrites; the same with a timer that fired long ago (a stale sleeper) is refused. A decoy
+    (another frame's word equal to hrtimer_wakeup) is passed over in each."""
     rec = recording(kernel, "threads-asis")
     pid = rec.manifest["root_pid"]
     with sources.open_source(rec.live_dir) as plain:  # with its vCPUs' registers
@@ -244,6 +263,7 @@ def test_a_sleeper_woken_by_its_own_timer_returns_0_and_a_stale_one_is_refused(r
                 (timer.address_ + prog.member_offset("hrtimer", "state"), bytes(1)),  # HRTIMER_STATE_INACTIVE
                 (timer.address_ + prog.member_offset("hrtimer", "_softexpires"), expiry),
             ]
+            patches += _decoy_sleeper(prog, thread, sleeper)
             if waking:
                 running = int(timer.base) + prog.member_offset("hrtimer_clock_base", "running")
                 patches.append((running, timer.address_.to_bytes(8, "little")))

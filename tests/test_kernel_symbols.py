@@ -372,7 +372,13 @@ def test_the_member_kinds_hold_for_both_pinned_kernels():
 
 #: the member table each cache format was checked against: a cached ISF was checked once, so a
 #: table that grows without a new CACHE_FORMAT would leave the new members unchecked in caches
-MEMBER_TABLE_OF_FORMAT = {5: "5713c4fbea315e44", 6: "87a1fa06c041eac5", 7: "6450097618ddf091", 8: "f0373fb6e9516bf2"}
+MEMBER_TABLE_OF_FORMAT = {
+    5: "5713c4fbea315e44",
+    6: "87a1fa06c041eac5",
+    7: "6450097618ddf091",
+    8: "f0373fb6e9516bf2",
+    9: "afdd657910798b51",
+}
 
 
 def test_a_changed_member_table_comes_with_a_new_cache_format():

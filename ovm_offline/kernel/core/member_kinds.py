@@ -299,6 +299,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "array of pointer": "signal_struct.pids",
     "array of struct cpu_itimer": "signal_struct.it",
     "array of struct desc_struct": "thread_struct.tls_array",
+    "array of struct hrtimer_clock_base": "hrtimer_cpu_base.clock_base",
     "array of struct ipc_ids": "ipc_namespace.ids",
     "array of struct k_sigaction": "sighand_struct.action",
     "array of struct rlimit": "signal_struct.rlim",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError, UnsupportedError
 from ...state import Itimer, PosixTimer
 from ..core.objects import Pointer, Struct
+from ..cpu.percpu import nr_cpu_ids, per_cpu_address
 from ..cpu.regs import task_stack_from
 from ..ds.list import hlist_for_each_entry, list_for_each_entry
 from .pid import pid_nr_ns
@@ -139,9 +140,24 @@ def hrtimer_remaining(timer: Struct, now: int | None = None) -> int:
     return hrtimer_expires(timer) - now
 
 
+def hrtimer_clock_bases(prog: Program) -> frozenset[int]:
+    """The address of every ``struct hrtimer_clock_base`` of every possible CPU (the
+    ``clock_base`` array of per-CPU ``hrtimer_bases``): hrtimer_init points each timer's
+    ``base`` at one of them, and migration moves it only to another."""
+    array = prog.struct("hrtimer_cpu_base", 0).clock_base  # only its offset and type
+    size, count = array.type_.element.size, len(array)
+    return frozenset(
+        per_cpu_address(prog, "hrtimer_bases", cpu) + array.address_ + i * size
+        for cpu in range(nr_cpu_ids(prog))
+        for i in range(count)
+    )
+
+
 def _stack_sleepers(task: Struct, sp: int | None) -> Iterator[Struct]:
     """Every ``struct hrtimer_sleeper`` on the kernel stack of a ``struct task_struct`` (from
-    `sp` up, or all of it), found by its timer's function, ``hrtimer_wakeup``."""
+    `sp` up, or all of it), found by its timer's function, ``hrtimer_wakeup``, and kept only
+    if its timer's clock base is one of the kernel's: the function's address may also lie
+    in stack memory that is no sleeper (an argument or a stale word)."""
     prog = task.prog_
     if not prog.has_symbol("hrtimer_wakeup"):
         return
@@ -151,9 +167,13 @@ def _stack_sleepers(task: Struct, sp: int | None) -> Iterator[Struct]:
     start, raw = frames
     wakeup = prog.symbol_address("hrtimer_wakeup")
     at = prog.member_offset("hrtimer_sleeper", "timer") + prog.member_offset("hrtimer", "function")
+    bases: frozenset[int] | None = None
     for i in range(at, len(raw) - 7, 8):
         if int.from_bytes(raw[i : i + 8], "little") == wakeup:
-            yield prog.struct("hrtimer_sleeper", start + i - at)
+            sleeper = prog.struct("hrtimer_sleeper", start + i - at)
+            bases = hrtimer_clock_bases(prog) if bases is None else bases
+            if int(sleeper.timer.base) in bases:
+                yield sleeper
 
 
 def task_sleep_hrtimer(task: Struct) -> Struct | None:
