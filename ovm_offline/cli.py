@@ -150,7 +150,7 @@ def _print_tree(procs) -> None:
 @click.option(
     "--container",
     help="Only processes of this container: as the CONTAINER column shows it, or a runtime's id"
-    " (docker, podman, containerd, CRI-O: whole or its first 12 characters).",
+    " (docker, podman, containerd, CRI-O, runc: whole or its first 12 characters).",
 )
 def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
     """List the guest's processes: PID, PPID, threads, state, the CPUs (vCPUs) its threads were

@@ -16,17 +16,21 @@ Where a container runtime named the container's cgroup after the container (dock
 containerd, CRI-O, runc with systemd cgroups, LXC: `RUNTIME_CGROUPS`), the container also has
 its runtime id, ``<runtime>:<id>`` (``docker:3f2a…``), which `ps` shows and `dump --container`
 accepts.  A cgroup that follows no such convention (runc's cgroupfs default ``/<id>`` among
-them: any first-level cgroup looks like it) gives none.
+them: any first-level cgroup looks like it) gives none; a runc container's id then comes from
+runc's own state in the guest (ovm_offline.extract.runtimes), where its first process is this
+container's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Iterable
 
 from .errors import GuestDataError, SymbolError
+from .extract.runtimes import runc_container_ids
 from .kernel.core.identify import open_kernel as _open_kernel
 from .kernel.core.memory import Program
 from .kernel.cpu.percpu import cpu_curr_tasks
@@ -54,6 +58,8 @@ from .kernel.task.tasks import (
     task_uid,
 )
 from .sources.base import PhysicalSource
+
+log = logging.getLogger("ovm_offline")
 
 __all__ = [
     "ProcessInfo",
@@ -93,7 +99,7 @@ class ProcessInfo:
     tids: tuple[int, ...] = ()  # global thread ids, leader first
     on_cpu: tuple[tuple[int, int], ...] = ()  # (thread id, CPU = vCPU index) of threads current on a CPU
     problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
-    runtime_id: str | None = None  # "<runtime>:<id>" where the container's cgroup names it
+    runtime_id: str | None = None  # "<runtime>:<id>" where its cgroup or runc's state names it
 
     def cpus_text(self) -> str:
         """The CPUs its threads were current on, as ps shows them: "1", "0,1", or "-"."""
@@ -258,7 +264,18 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
     except (GuestDataError, SymbolError):
         init_pidns = PROC_PID_INIT_INO
     ids = container_ids(raw, init_pidns)
+    runc = _runc_ids_by_container(prog, [p.pid for p, _ in raw], ids)
     return [
-        dataclasses.replace(p, container=c, runtime_id=runtime_id(_container_cgroup(c)))
+        dataclasses.replace(p, container=c, runtime_id=runtime_id(_container_cgroup(c)) or runc.get(c))
         for (p, _), c in zip(raw, ids, strict=True)
     ]
+
+
+def _runc_ids_by_container(prog: Program, pids: list[int], containers: list[str | None]) -> dict[str | None, str]:
+    """``runc:<id>`` of each container whose first process runc's state names."""
+    try:
+        first = runc_container_ids(prog)
+    except (GuestDataError, SymbolError) as e:
+        log.warning("runc's state not read: %s", e)
+        return {}
+    return {c: f"runc:{first[pid]}" for pid, c in zip(pids, containers, strict=True) if c and pid in first}

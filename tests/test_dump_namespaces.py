@@ -99,9 +99,12 @@ def test_a_container_runc_made_is_one_container_and_its_unsaved_namespaces_are_r
     container = f"pidns:{ns['pid']} cgroup:/ovm-runc"
     assert sorted(p["pid"] for p in listed if p["container"] == container) == sorted(m["members"])
     assert {p["ns_pid"] for p in listed if p["pid"] == init} == {1}
+    # runc's cgroupfs default names no runtime; its state directory does
+    assert {p["runtime_id"] for p in listed if p["container"] == container} == {"runc:ovm-runc"}
+    assert {p["runtime_id"] for p in listed if p["container"] != container} == {None}
 
     out = tmp_path / "out"
-    result = ovm("dump", str(rec.elf), "--container", container, "-D", str(out))
+    result = ovm("dump", str(rec.elf), "--container", "runc:ovm-runc", "-D", str(out))
     assert result.returncode == ExitCode.UNSUPPORTED
     assert_one_line_failure(
         result,

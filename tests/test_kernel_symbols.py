@@ -378,6 +378,7 @@ MEMBER_TABLE_OF_FORMAT = {
     7: "6450097618ddf091",
     8: "f0373fb6e9516bf2",
     9: "afdd657910798b51",
+    10: "e56d05eb0ded1987",
 }
 
 

@@ -188,7 +188,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "epoll_event.data epoll_event.events epoll_filefd.fd eventfd_ctx.count eventfd_ctx.flags "
         "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures "
         "fpu_state_config.max_features fs_struct.umask group_info.ngroups hrtimer._softexpires "
-        "hrtimer.state hrtimer_clock_base.clockid idr.idr_base inode.i_ino inode.i_mode "
+        "hrtimer.state hrtimer_clock_base.clockid task_struct.start_boottime idr.idr_base inode.i_ino inode.i_mode "
         "iov_iter.count iov_iter.data_source iov_iter.iov_offset iov_iter.iter_type "
         "inode.i_rdev inode.i_size ipc_ids.in_use ipc_ids.max_idx ipc_ids.next_id "
         "ipc_namespace.mq_msg_default ipc_namespace.mq_msg_max ipc_namespace.mq_msgsize_default "
@@ -293,7 +293,12 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct time_namespace": "nsproxy.time_ns nsproxy.time_ns_for_children",
     "struct hrtimer": "hrtimer_sleeper.timer signal_struct.real_timer",
     "struct ktermios": "tty_struct.termios tty_struct.termios_locked",
-    "struct list_head": "cgroup_subsys_state.children task_struct.children",
+    "struct list_head": (
+        "cgroup_subsys_state.children dentry.d_child dentry.d_subdirs mount.mnt_child mount.mnt_mounts "
+        "task_struct.children"
+    ),
+    "struct hlist_head": "dentry.d_children",
+    "struct hlist_node": "dentry.d_sib",
     "struct sigpending": "signal_struct.shared_pending task_struct.pending",
     "struct xarray": "address_space.i_pages idr.idr_rt",
     "array of pointer": "signal_struct.pids",

@@ -26,6 +26,7 @@ __all__ = [
     "task_page_tables",
     "task_pid",
     "task_ppid",
+    "task_start_ticks",
     "task_state",
     "task_uid",
     "thread_group",
@@ -203,6 +204,16 @@ def task_state(task: Struct) -> str:
     if state & (TASK_RTLOCK_WAIT | TASK_FROZEN):
         report = TASK_UNINTERRUPTIBLE
     return TASK_STATE_LETTERS[report.bit_length()]  # fls()
+
+
+#: include/asm-generic/param.h: the clock ticks /proc reports times in
+USER_HZ = 100
+
+
+def task_start_ticks(task: Struct) -> int:
+    """When a ``struct task_struct`` started, in clock ticks since boot (field 22 of
+    /proc/PID/stat: nsec_to_clock_t(start_boottime))."""
+    return int(task.start_boottime) // (1_000_000_000 // USER_HZ)
 
 
 def is_kthread(task: Struct) -> bool:
