@@ -10,9 +10,10 @@ import pytest
 
 from corpus import kernels
 from ovm_offline import inventory, sources
+from ovm_offline.extract import runtimes
 from ovm_offline.extract.runtimes import RUNC_ROOTS, runc_container_ids
 from ovm_offline.kernel.fs.dcache import inode_size
-from ovm_offline.kernel.fs.namei import dentry_children, lookup_cached, mount_subtree
+from ovm_offline.kernel.fs.namei import WalkBudget, dentry_children, lookup_cached, mount_tree
 from ovm_offline.kernel.mm.mmap import page_cache_pfn
 from ovm_offline.kernel.task.tasks import find_task
 from tests.support.mutate import PatchedSource
@@ -23,9 +24,10 @@ pytestmark = pytest.mark.guest
 def _state_file(prog):
     """The ``struct dentry`` of run/runc/ovm-runc/state.json below the sysroot mount."""
     init = find_task(prog, 1)
-    top = prog.container_of(int(init.fs.root.mnt), "mount", "mnt")
-    for mount in mount_subtree(top):
-        hit = lookup_cached(mount, mount.mnt.mnt_root.deref(), f"{RUNC_ROOTS[0]}/ovm-runc/state.json")
+    budget = WalkBudget()
+    tree = mount_tree(prog.container_of(int(init.fs.root.mnt), "mount", "mnt"), budget)
+    for mount in tree.mounts:
+        hit = lookup_cached(tree, mount, mount.mnt.mnt_root.deref(), f"{RUNC_ROOTS[0]}/ovm-runc/state.json", budget)
         if hit is not None:
             return hit[1]
     raise AssertionError("no state.json of ovm-runc")
@@ -39,7 +41,7 @@ def test_runcs_state_names_the_container_only_while_its_first_process_lives(reco
         prog = inventory.open_kernel(source)
         assert runc_container_ids(prog) == {init: "ovm-runc"}
         state_dir = _state_file(prog).d_parent.deref()
-        assert sorted(c.d_name.name.string_() for c in dentry_children(state_dir)) == [b"state.json"]
+        assert sorted(c.d_name.name.string_() for c in dentry_children(state_dir, WalkBudget())) == [b"state.json"]
 
     # the same PID started later: a container that exited, its PID taken by another process
     with PatchedSource(sources.open_source(rec.elf)) as source:
@@ -71,3 +73,27 @@ def test_runcs_state_names_the_container_only_while_its_first_process_lives(reco
         with caplog.at_level(logging.WARNING, logger="ovm_offline"):
             assert runc_container_ids(inventory.open_kernel(source)) == {}
         assert "runc state of container 'ovm-runc' skipped: it is not JSON (RecursionError)" in caplog.text
+
+
+@pytest.mark.parametrize("kernel", list(kernels.KERNELS))
+def test_a_looping_mount_tree_or_a_search_past_its_budget_only_costs_the_runtime_id(
+    recording, kernel, caplog, monkeypatch
+):
+    """ps lists every process either way and says in one warning why runc's state went unread."""
+    rec = recording(kernel, "runc")
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        top = prog.container_of(int(find_task(prog, 1).fs.root.mnt), "mount", "mnt")
+        looped = int(top.mnt_child.address_of_()).to_bytes(8, "little")  # the top mount's first child: itself
+        source.patch_virtual(prog, int(top.mnt_mounts.address_of_()), looped)
+        with caplog.at_level(logging.WARNING, logger="ovm_offline"):
+            listed = inventory.list_processes(inventory.open_kernel(source))
+    assert len(listed) > 50 and {p.runtime_id for p in listed} == {None}
+    assert f"runc's state not read: mount 0x{top.address_:x} is below itself" in caplog.text
+
+    caplog.clear()
+    monkeypatch.setattr(runtimes, "WalkBudget", lambda: WalkBudget(left=20, total=20))
+    with sources.open_source(rec.elf) as source, caplog.at_level(logging.WARNING, logger="ovm_offline"):
+        listed = inventory.list_processes(inventory.open_kernel(source))
+    assert len(listed) > 50 and {p.runtime_id for p in listed} == {None}
+    assert "more than 20 entries read in one search" in caplog.text

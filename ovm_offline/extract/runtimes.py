@@ -23,7 +23,7 @@ from ..kernel.core.memory import Program
 from ..kernel.core.objects import Struct
 from ..kernel.fs.dcache import dentry_name, inode_size, real_mount
 from ..kernel.fs.fs_struct import fs_root, task_fs
-from ..kernel.fs.namei import dentry_children, lookup_cached, mount_subtree
+from ..kernel.fs.namei import WalkBudget, dentry_children, lookup_cached, mount_tree
 from ..kernel.mm.pagecache import read_cached
 from ..kernel.task.tasks import find_task, task_start_ticks
 
@@ -48,14 +48,15 @@ def _guest_root(prog: Program) -> tuple[Struct, Struct]:
     return real_mount(root.mnt), root.dentry.deref()
 
 
-def _state_roots(prog: Program) -> list[Struct]:
+def _state_roots(prog: Program, budget: WalkBudget) -> list[Struct]:
     """The runc state directories (``struct dentry``) in the guest, each once."""
-    mount, dentry = _guest_root(prog)
+    top, root = _guest_root(prog)
+    tree = mount_tree(top, budget)
     found: dict[int, Struct] = {}
-    for below in mount_subtree(mount):
-        start = dentry if below.address_ == mount.address_ else below.mnt.mnt_root.deref()
+    for mount in tree.mounts:
+        start = root if mount.address_ == top.address_ else mount.mnt.mnt_root.deref()
         for relative in RUNC_ROOTS:
-            hit = lookup_cached(below, start, relative)
+            hit = lookup_cached(tree, mount, start, relative, budget)
             if hit is not None:
                 found.setdefault(hit[1].address_, hit[1])
     return list(found.values())
@@ -88,12 +89,15 @@ def _live_init_pid(prog: Program, state: dict, ident: str) -> int | None:
 
 def runc_container_ids(prog: Program) -> dict[int, str]:
     """The id of each runc container in the guest, keyed by the global PID of its first
-    process (the PID namespace runc ran in is taken to be the initial one)."""
+    process (the PID namespace runc ran in is taken to be the initial one). The whole search
+    reads at most one `WalkBudget` of dentries and mounts."""
     ids: dict[int, str] = {}
-    for state_root in _state_roots(prog):
-        for container in dentry_children(state_root):
+    budget = WalkBudget()
+    for state_root in _state_roots(prog, budget):
+        for container in dentry_children(state_root, budget):
             ident = dentry_name(container).decode("utf-8", "replace")
-            state_file = next((c for c in dentry_children(container) if dentry_name(c) == b"state.json"), None)
+            children = dentry_children(container, budget)
+            state_file = next((c for c in children if dentry_name(c) == b"state.json"), None)
             if state_file is None:
                 continue
             try:
