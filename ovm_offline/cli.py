@@ -164,7 +164,7 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     from . import inventory
 
     with opened_source(source, live, qmp, mem, vcpu_state) as src:
-        procs = inventory.list_processes(inventory_open_kernel(src, symbol_dirs))
+        procs = inventory.list_processes(open_guest_kernel(src, symbol_dirs))
     for p in procs:
         for problem in p.problems:  # the row is shown with what could be read
             click.echo(printable(f"ovm-offline: warning: PID {p.pid} ({p.comm}): {problem}"), err=True)
@@ -276,7 +276,7 @@ def dump(
         src = None
         try:
             with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
-                prog = inventory_open_kernel(src, symbol_dirs)
+                prog = open_guest_kernel(src, symbol_dirs)
                 options = {"force": force, "skip_unsupported": skip_unsupported, "network_lock": network_lock}
                 summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
             break
@@ -353,10 +353,12 @@ def precopied_source(directory: str, qmp: str, mem: str, quiet: bool):
             yield opened
 
 
-def inventory_open_kernel(src, symbol_dirs):
-    from . import inventory
+def open_guest_kernel(src, symbol_dirs):
+    # from the kernel layer itself: importing inventory (and what names containers) would add
+    # to every dump's start-up
+    from .kernel.core.identify import open_kernel
 
-    return inventory.open_kernel(src, symbol_dirs)
+    return open_kernel(src, symbol_dirs)
 
 
 # --- convert, show, diff ---------------------------------------------------------------------

@@ -1,18 +1,40 @@
 """Where guest bytes come from: dump files (ELF core, kdump flattened or plain), a recorded live
-snapshot, or a paused live QEMU guest. Every source is a PhysicalSource and a context manager."""
+snapshot, or a paused live QEMU guest. Every source is a PhysicalSource and a context manager.
+
+Each kind's module is imported when a source of its kind is opened: a command that reads an
+ELF core does not pay for importing the kdump, live and HMP readers (start-up time, issue 12).
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._files import fail, open_input
 from .base import PhysicalRun, PhysicalSource, VcpuState
-from .elf import ELF_MAGIC, ElfSource
-from .hmp_registers import VcpuStateOverlay
-from .kdump import KdumpSource
-from .kdump_format import FLAT_SIGNATURE, KDUMP_SIGNATURE
-from .live import LiveSource, RecordedLiveSource, is_recorded_live
+from .magic import ELF_MAGIC, FLAT_SIGNATURE, KDUMP_SIGNATURE
+
+if TYPE_CHECKING:
+    from .elf import ElfSource
+    from .kdump import KdumpSource
+    from .live import LiveSource, RecordedLiveSource
+
+#: the names this package exports from its kinds' modules, imported on first use
+_LAZY = {
+    "ElfSource": "elf",
+    "KdumpSource": "kdump",
+    "LiveSource": "live",
+    "RecordedLiveSource": "live",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 def open_source(path: str | os.PathLike[str], vcpu_state: str | os.PathLike[str] | None = None) -> PhysicalSource:
@@ -23,9 +45,11 @@ def open_source(path: str | os.PathLike[str], vcpu_state: str | os.PathLike[str]
     source = _open_source(Path(path))
     if vcpu_state is None:
         return source
-    if isinstance(source, RecordedLiveSource):
+    if Path(path).is_dir():  # a recorded live snapshot
         source.close()
         raise fail(path, "a recorded live snapshot has its own vCPU state (registers.txt): drop --vcpu-state")
+    from .hmp_registers import VcpuStateOverlay
+
     try:
         return VcpuStateOverlay(source, vcpu_state)
     except BaseException:
@@ -35,14 +59,20 @@ def open_source(path: str | os.PathLike[str], vcpu_state: str | os.PathLike[str]
 
 def _open_source(path: Path) -> PhysicalSource:
     if path.is_dir():
+        from .live import RecordedLiveSource, is_recorded_live
+
         if is_recorded_live(path):
             return RecordedLiveSource(path)
         raise fail(path, "is a directory, not a dump file or a recorded live snapshot")
     with os.fdopen(open_input(path), "rb") as f:
         magic = f.read(16)
     if magic.startswith(ELF_MAGIC):
+        from .elf import ElfSource
+
         return ElfSource(path)
     if magic.startswith((FLAT_SIGNATURE, KDUMP_SIGNATURE)):
+        from .kdump import KdumpSource
+
         return KdumpSource(path)
     if not magic:
         raise fail(path, "file is empty")
@@ -52,6 +82,8 @@ def _open_source(path: Path) -> PhysicalSource:
 def open_live(qmp: str | os.PathLike[str], mem: str | os.PathLike[str]) -> LiveSource:
     """Pause (if running) the QEMU guest behind QMP socket `qmp` and read its RAM from the
     memory-backend-file `mem`; closing the source resumes a guest it paused."""
+    from .live import LiveSource
+
     return LiveSource(qmp, mem)
 
 

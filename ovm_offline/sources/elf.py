@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from ._files import MappedFile, RunMap, fail, write_zeros
 from .base import PhysicalRun, VcpuState
+from .magic import ELF_MAGIC
 from .notes import ParsedNotes, parse_notes
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 
-ELF_MAGIC = b"\x7fELF"
 ELFCLASS64 = 2
 ELFDATA2LSB = 1
 ET_CORE = 4

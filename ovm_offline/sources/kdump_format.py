@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Iterator
 
 from ._files import ByteReader, fail, release_resident
+from .magic import FLAT_SIGNATURE, KDUMP_SIGNATURE
 
 __all__ = [
     "Bitmap",
@@ -51,7 +52,6 @@ __all__ = [
 PAGE_SIZE = 4096
 
 # -- the flattened container ----------------------------------------------------------------------
-FLAT_SIGNATURE = b"makedumpfile"
 FLAT_HEADER_SIZE = 4096
 FLAT_HEADER = struct.Struct(">16sqq")  # signature, type, version
 FLAT_RECORD = struct.Struct(">qq")  # offset, size
@@ -64,7 +64,6 @@ MAX_LOGICAL_SIZE = 1 << 62
 RELEASE_EVERY_RECORDS = 2048
 
 # -- the diskdump logical file ----------------------------------------------------------------------
-KDUMP_SIGNATURE = b"KDUMP   "
 DISK_DUMP_HEADER = struct.Struct("<8si390s6xQQIIIIIIIIIi")  # 464 bytes
 UTS_FIELD = 65
 SUB_HEADER = struct.Struct("<QIIQQQQQQQQQQQ")  # KdumpSubHeader64, 104 bytes

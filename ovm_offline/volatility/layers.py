@@ -18,7 +18,7 @@ from volatility3.framework.configuration import requirements
 
 from ..errors import SourceError
 from ..sources.kdump import KdumpImage
-from ..sources.kdump_format import FLAT_SIGNATURE, KDUMP_SIGNATURE
+from ..sources.magic import FLAT_SIGNATURE, KDUMP_SIGNATURE
 
 __all__ = ["KdumpLayer", "KdumpStacker"]
 

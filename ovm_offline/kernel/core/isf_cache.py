@@ -28,18 +28,13 @@ compact cache file that loads lazily:
 
 from __future__ import annotations
 
-import base64
-import bz2
-import gzip
-import hashlib
+import importlib
 import json
-import lzma
 import marshal
 import os
 import re
 import struct
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -147,12 +142,17 @@ def find_isf_files(symbol_dirs: Iterable[str | os.PathLike[str]] = (), include_d
 #: the largest ISF text read (a distribution kernel's is 35-60 MB): a compressed file that
 #: inflates beyond it is refused rather than inflated whole into memory
 MAX_ISF_BYTES = 512 << 20
-_OPENERS: dict[str, Callable[..., Any]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+#: the decompressors of ISF files by suffix, imported only when a raw ISF is read: a run
+#: with a warm cache reads none (start-up time, issue 12)
+_OPENER_MODULES = {".xz": "lzma", ".gz": "gzip", ".bz2": "bz2"}
 
 
 def open_isf_bytes(path: Path) -> bytes:
     """The decompressed JSON text of an ISF, at most MAX_ISF_BYTES of it."""
-    opener = _OPENERS.get(path.suffix, open)
+    import lzma
+
+    module = _OPENER_MODULES.get(path.suffix)
+    opener: Callable[..., Any] = importlib.import_module(module).open if module else open
     try:
         with opener(path, "rb") as f:
             data = f.read(MAX_ISF_BYTES + 1)
@@ -207,12 +207,16 @@ def _decode_constant(sym: Any) -> bytes | None:
     if not isinstance(sym, dict) or not isinstance(sym.get("constant_data"), str):
         return None
     try:
+        import base64
+
         return normalize_banner(base64.b64decode(sym["constant_data"]))
     except (ValueError, TypeError):
         return None
 
 
 def _sha256_file(path: Path) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -289,6 +293,8 @@ class IsfIndex:
 def atomic_write(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
         try:
             with os.fdopen(fd, "wb") as f:
