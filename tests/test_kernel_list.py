@@ -130,3 +130,22 @@ def test_typed_objects(symbols):
     # Strings are bounded.
     src.write(0x30_0000, b"A" * 10000)
     assert prog.read_cstring(POB + 0x30_0000, 100) == b"A" * 100
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 30), cut=st.data())
+def test_a_list_cut_short_to_its_head_does_not_close_when_prev_is_checked(symbols, n, cut):
+    """A `next` rewritten to point at the head makes a shorter list that is a list in every
+    other respect; only the head's `prev` still names the true last node."""
+    src = SparseSource(1 << 30)
+    prog = fake_prog(symbols, src)
+    pas = [0x10_0000 + i * 0x100 for i in range(n)]
+    build_list(src, 0x8000, pas)
+    assert list(list_for_each(prog, POB + 0x8000, check_prev=True)) == [POB + p for p in pas]
+    if n == 0:
+        return
+    at = cut.draw(st.integers(0, n - 1))  # the head (0) or a node whose next now points home
+    src.write_u64(([0x8000] + pas)[at], POB + 0x8000)
+    assert len(list(list_for_each(prog, POB + 0x8000))) == at  # unchecked: shorter, quietly
+    with pytest.raises(GuestDataError, match=f"does not close: it ends after {at} entries"):
+        list(list_for_each(prog, POB + 0x8000, check_prev=True))

@@ -49,14 +49,23 @@ def _next(prog: Program, node: int, name: str, count: int) -> int:
 
 
 def list_for_each(
-    prog: Program, head: int | Object, *, name: str | None = None, limit: int = DEFAULT_LIMIT
+    prog: Program,
+    head: int | Object,
+    *,
+    name: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    check_prev: bool = False,
 ) -> Iterator[int]:
-    """Addresses of the ``struct list_head`` nodes of the list at `head` (head excluded)."""
+    """Addresses of the ``struct list_head`` nodes of the list at `head` (head excluded).
+    `check_prev`: once the walk is back at the head, the head's ``prev`` must be the last node
+    (the head itself if the list is empty), so that a ``next`` cut short to the head is
+    GuestDataError, not a shorter list; for lists with no other check of their length (a
+    list changing under a running CPU of a live snapshot fails it too)."""
     head_addr = _address(head)
     name = name or f"at 0x{head_addr:x}"
     seen: set[int] = set()
     node = _next(prog, head_addr, name, 0)
-    count = 0
+    count, last = 0, head_addr
     while node != head_addr:
         if not node:
             raise GuestDataError(f"list {name} is broken: NULL next pointer after {count} entries")
@@ -68,7 +77,12 @@ def list_for_each(
         count += 1
         nxt = _next(prog, node, name, count)
         yield node
-        node = nxt
+        node, last = nxt, node
+    if check_prev and (prev := prog.read_u64(head_addr + 8)) != last:
+        raise GuestDataError(
+            f"list {name} does not close: it ends after {count} entries at 0x{last:x},"
+            f" but its head's prev is 0x{prev:x}"
+        )
 
 
 def list_for_each_entry(
@@ -79,14 +93,15 @@ def list_for_each_entry(
     *,
     name: str | None = None,
     limit: int = DEFAULT_LIMIT,
+    check_prev: bool = False,
 ) -> Iterator[Struct]:
     """The `type` objects linked through their `member` list_head into the list at `head`
-    (the kernel's list_for_each_entry)."""
+    (the kernel's list_for_each_entry; `check_prev` as for list_for_each)."""
     off = prog.member_offset(type, member)
     t = prog.struct_type(type)
     if name is None:
         name = f"{t.name}.{member} at 0x{_address(head):x}"
-    for node in list_for_each(prog, head, name=name, limit=limit):
+    for node in list_for_each(prog, head, name=name, limit=limit, check_prev=check_prev):
         yield Struct(prog, t, node - off)
 
 

@@ -7,9 +7,10 @@ Nothing here reads a disk: a name the dcache does not hold is "not found", which
 cached", not "does not exist". tmpfs and ramfs keep every name they hold in the dcache, so on
 those a miss is a true miss.
 
-A hostile guest can make lists long, shared or looping, so every walk draws on a `WalkBudget`
-of list entries read, shared by all the walks of one search; past it, or on a loop, the
-search is GuestDataError naming the bound.
+A hostile guest can make lists long, shared, looping or cut short, so every walk draws on a
+`WalkBudget` of list entries read, shared by all the walks of one search, and a list must
+close (its head's ``prev`` the last entry); past the budget, on a loop or a list that does not
+close, the search is GuestDataError naming the bound.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def dentry_children(dentry: Struct, budget: WalkBudget) -> Iterator[Struct]:
     if dentry.has_member_("d_children"):  # 6.8 and later
         children = hlist_for_each_entry(prog, "dentry", dentry.d_children.address_of_(), "d_sib", limit=budget.total)
     else:
-        children = list_for_each_entry(prog, "dentry", dentry.d_subdirs.address_of_(), "d_child", limit=budget.total)
+        head = dentry.d_subdirs.address_of_()
+        children = list_for_each_entry(prog, "dentry", head, "d_child", limit=budget.total, check_prev=True)
     for child in children:
         budget.take(f"children of dentry 0x{dentry.address_:x}")
         if child.d_inode:
@@ -87,7 +89,8 @@ def mount_tree(top: Struct, budget: WalkBudget) -> MountTree:
         mount = queue.pop(0)
         tree.mounts.append(mount)
         head = mount.mnt_mounts.address_of_()
-        for child in list_for_each_entry(mount.prog_, "mount", head, "mnt_child", limit=budget.total):
+        children = list_for_each_entry(mount.prog_, "mount", head, "mnt_child", limit=budget.total, check_prev=True)
+        for child in children:
             budget.take(f"mounts on mount 0x{mount.address_:x}")
             if child.address_ in seen:
                 raise GuestDataError(f"mount 0x{child.address_:x} is below itself")
