@@ -20,6 +20,7 @@ _.minimum_address
 _.dependencies
 _.stack_order
 _.progress_callback
+_.__getattr__  # sources/__init__.py: Python calls a module's __getattr__ for a name it lacks (PEP 562)
 
 # Fields of protobuf messages, set by assignment (the generated classes are not read).
 _.blk_sigset
