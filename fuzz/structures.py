@@ -1,6 +1,7 @@
 """Family `structures`: kernel objects of the dumped tree, found through the library (task,
-mm, VMAs, fd tables, files, dentries, credentials, signal and pid structures), one member
-rewritten in a source that lays the patch over the recording's memory.
+mm, VMAs, fd tables, files, dentries, credentials, signal and pid structures, the queues of
+pending signals), one member rewritten in a source that lays the patch over the recording's
+memory.
 
 A pointer made misaligned or non-canonical, or a list_head made to point at itself, breaks a
 structural invariant; any other rewrite (an integer, NULL, another object of the same kind)
@@ -54,6 +55,8 @@ def kernel_objects(prog, root_pid: int) -> list[Target]:
         for thread in thread_group(task):
             add(f"task_struct of TID {int(thread.pid)}", thread)
             add(f"thread_pid of TID {int(thread.pid)}", thread.thread_pid)
+            add(f"pending signals of TID {int(thread.pid)}", thread.pending)
+        add(f"shared pending signals of PID {pid}", task.signal.shared_pending)
         for name in ("mm", "files", "fs", "signal", "sighand", "cred", "nsproxy"):
             add(f"{name} of PID {pid}", getattr(task, name))
         if task.mm:

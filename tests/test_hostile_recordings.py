@@ -181,6 +181,23 @@ def test_cut_short_thread_and_children_lists_and_a_doubled_pid_are_bad_guest_dat
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_queue_of_pending_signals_cut_short_is_refused_not_shortened(recording, tmp_path, kernel):
+    """evfds queues SIGRTMIN+2 twice on its process; the first entry's next rewritten to the
+    queue's head left one signal, and the dump restored a process that had lost the other."""
+    rec = recording(kernel, "evfds")
+    pid = rec.manifest["root_pid"]
+
+    def second_signal_unlinked(source, prog):
+        head = find_task(prog, pid).signal.shared_pending.member_address_("list")
+        first = prog.read_u64(head)
+        assert first != head and prog.read_u64(first) != head  # two queued
+        source.patch_virtual(prog, first, head.to_bytes(8, "little"))
+        return "does not close: it ends after 1 entries"
+
+    _assert_refused(rec, second_signal_unlinked, GuestDataError, tmp_path / "images")
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 def test_ps_keeps_a_damaged_process_in_its_list_and_says_what_is_damaged(recording, kernel):
     rec = recording(kernel, "counter")
     pid = rec.manifest["root_pid"]

@@ -75,6 +75,7 @@ def cgroup_children(prog: Program, cgrp: Pointer | Struct) -> list[Pointer]:
         "sibling",
         name=f"children of cgroup 0x{css.address_:x}",
         limit=MAX_CGROUP_DIRS,
+        check_prev=True,  # nothing else counts them: a list cut short must not pass for a shorter one
     ):
         # cgroup->self is the cgroup's own css: the css of a cgroup is at its start
         child = child.cgroup

@@ -99,7 +99,7 @@ def sigpending_queue(pending: Struct, *, name: str = "sigpending") -> list[bytes
     return [
         sigqueue_siginfo(q)
         for q in list_for_each_entry(
-            prog, "sigqueue", pending.member_address_("list"), "list", name=name, limit=MAX_QUEUED
+            prog, "sigqueue", pending.member_address_("list"), "list", name=name, limit=MAX_QUEUED, check_prev=True
         )
     ]
 

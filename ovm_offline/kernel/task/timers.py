@@ -268,7 +268,9 @@ def for_each_posix_timer(signal: Struct) -> Iterator[Struct]:
     if signal.type_.member("posix_timers").type.describe().endswith("hlist_head"):
         yield from hlist_for_each_entry(prog, "k_itimer", head, "list", name=name, limit=MAX_POSIX_TIMERS)
     else:
-        yield from list_for_each_entry(prog, "k_itimer", head, "list", name=name, limit=MAX_POSIX_TIMERS)
+        yield from list_for_each_entry(
+            prog, "k_itimer", head, "list", name=name, limit=MAX_POSIX_TIMERS, check_prev=True
+        )
 
 
 def _k_itimer_sigev(timer: Struct) -> tuple[int, int]:
