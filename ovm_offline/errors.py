@@ -74,7 +74,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
     ),
     ExitCode.MOMENT: (
         "the guest was paused at a moment that cannot be saved (a thread mid-way through a system call on a"
-        " vCPU, runnable inside one, or entering the kernel); another moment can be, and `--live` tries"
+        " vCPU, runnable inside one, entering the kernel, or being switched on or off a CPU); another moment"
+        " can be, and `--live` tries"
         " --attempts of them",
         "PID 10000 (inet) thread 10005 is inside read(): it is runnable there (woken or preempted): ...",
     ),
@@ -115,7 +116,8 @@ class UnsupportedError(OvmError):
 
 class MomentError(UnsupportedError):
     """Refused for what a thread was doing at the very moment of the pause (on a vCPU inside a
-    call, runnable inside one, entering or leaving the kernel, in uninterruptible sleep): the
+    call, runnable inside one, entering or leaving the kernel, being switched on or off a CPU,
+    in uninterruptible sleep): the
     same guest paused a moment later may be saved."""
 
     exit_code = ExitCode.MOMENT

@@ -8,7 +8,7 @@ from ...errors import GuestDataError
 from ..core.memory import Program
 from ..core.objects import Struct
 
-__all__ = ["cpu_curr", "cpu_curr_tasks", "nr_cpu_ids", "per_cpu_address", "task_cpu"]
+__all__ = ["cpu_curr", "cpu_curr_address", "cpu_curr_tasks", "nr_cpu_ids", "per_cpu_address", "task_cpu"]
 
 U64 = (1 << 64) - 1
 
@@ -27,14 +27,17 @@ def per_cpu_address(prog: Program, symbol: str, cpu: int) -> int:
     return (prog.symbols.symbol_address(symbol) + int(offsets[cpu])) & U64
 
 
-def cpu_curr(prog: Program, cpu: int) -> int:
-    """The address of the ``struct task_struct`` current on `cpu` (per-CPU current_task,
-    in ``pcpu_hot`` since 6.2)."""
+def cpu_curr_address(prog: Program, cpu: int) -> int:
+    """Where `cpu`'s current ``struct task_struct *`` is kept (per-CPU current_task, in
+    ``pcpu_hot`` since 6.2)."""
     if prog.has_symbol("pcpu_hot"):
-        address = per_cpu_address(prog, "pcpu_hot", cpu) + prog.member_offset("pcpu_hot", "current_task")
-    else:
-        address = per_cpu_address(prog, "current_task", cpu)
-    return prog.read_u64(address)
+        return per_cpu_address(prog, "pcpu_hot", cpu) + prog.member_offset("pcpu_hot", "current_task")
+    return per_cpu_address(prog, "current_task", cpu)
+
+
+def cpu_curr(prog: Program, cpu: int) -> int:
+    """The address of the ``struct task_struct`` current on `cpu`."""
+    return prog.read_u64(cpu_curr_address(prog, cpu))
 
 
 def nr_cpu_ids(prog: Program) -> int:

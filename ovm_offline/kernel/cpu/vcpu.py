@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from ...errors import UnsupportedError
+from ...errors import MomentError, UnsupportedError
 from ...sources.base import VcpuState
 from ...state import Registers
 from ..core.memory import Program
@@ -61,11 +61,12 @@ def _vcpu_shows(prog: Program, vcpu: VcpuState, task: Struct, cpu: int) -> bool:
 
 def task_vcpu(prog: Program, task: Struct, vcpus: list[VcpuState]) -> VcpuState:
     """The vCPU a ``struct task_struct`` with ``on_cpu`` set is current on (QEMU's vCPU N is
-    Linux's CPU N). UnsupportedError when it is switching (not yet or no longer current) or
-    the source's vCPU N does not show it."""
+    Linux's CPU N). MomentError when it is switching (not yet or no longer current: a moment
+    later it is on its CPU or off it); UnsupportedError when the source's vCPU N does not show
+    it."""
     cpu = task_cpu(task)
     if cpu_curr(prog, cpu) != task.address_:
-        raise UnsupportedError(f"thread {task.pid} was being switched on or off CPU {cpu} at the snapshot")
+        raise MomentError(f"thread {task.pid} was being switched on or off CPU {cpu} at the snapshot")
     vcpu = next((v for v in vcpus if v.index == cpu), None)
     if vcpu is None or vcpu.cpl not in (0, 3):
         raise UnsupportedError(f"thread {task.pid} runs on CPU {cpu}, whose vCPU state the source lacks")
