@@ -21,7 +21,7 @@ from .structures import Structures, Target, _members
 
 
 def _steps(root: str) -> list[str]:
-    """ "run", "run/runc", ...: every prefix of a state root, then one container's state file."""
+    """ "run", "run/runc", ...: every prefix of a state root, shortest first."""
     parts = root.split("/")
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 

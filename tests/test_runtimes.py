@@ -12,7 +12,7 @@ from corpus import kernels
 from ovm_offline import inventory, sources
 from ovm_offline.extract import runtimes
 from ovm_offline.extract.runtimes import RUNC_ROOTS, runc_container_ids
-from ovm_offline.kernel.fs.dcache import inode_size
+from ovm_offline.kernel.fs.dcache import inode_size, real_mount
 from ovm_offline.kernel.fs.namei import WalkBudget, dentry_children, lookup_cached, mount_tree
 from ovm_offline.kernel.mm.mmap import page_cache_pfn
 from ovm_offline.kernel.task.tasks import find_task
@@ -25,7 +25,7 @@ def _state_file(prog):
     """The ``struct dentry`` of run/runc/ovm-runc/state.json below the sysroot mount."""
     init = find_task(prog, 1)
     budget = WalkBudget()
-    tree = mount_tree(prog.container_of(int(init.fs.root.mnt), "mount", "mnt"), budget)
+    tree = mount_tree(real_mount(init.fs.root.mnt), budget)
     for mount in tree.mounts:
         hit = lookup_cached(tree, mount, mount.mnt.mnt_root.deref(), f"{RUNC_ROOTS[0]}/ovm-runc/state.json", budget)
         if hit is not None:
@@ -83,7 +83,7 @@ def test_a_looping_mount_tree_or_a_search_past_its_budget_only_costs_the_runtime
     rec = recording(kernel, "runc")
     with PatchedSource(sources.open_source(rec.elf)) as source:
         prog = inventory.open_kernel(source)
-        top = prog.container_of(int(find_task(prog, 1).fs.root.mnt), "mount", "mnt")
+        top = real_mount(find_task(prog, 1).fs.root.mnt)
         looped = int(top.mnt_child.address_of_()).to_bytes(8, "little")  # the top mount's first child: itself
         source.patch_virtual(prog, int(top.mnt_mounts.address_of_()), looped)
         with caplog.at_level(logging.WARNING, logger="ovm_offline"):
