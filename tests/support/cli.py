@@ -50,10 +50,12 @@ class MomentRefused:
     message: str
 
 
-#: the refusals of a moment: a thread mid-way through a call, or entering or leaving the kernel
+#: the refusals of a moment: a thread mid-way through a call, entering or leaving the kernel, or
+#: being switched on or off a CPU
 MOMENT_REFUSAL = re.compile(
     r"thread (\d+) (?:is inside [\w ]+\(\): it (?:was running there on vCPU (\d+)|is runnable there"
-    r"|is in uninterruptible sleep)|was entering or leaving the kernel on vCPU (\d+))"
+    r"|is in uninterruptible sleep)|was entering or leaving the kernel on vCPU (\d+)"
+    r"|was being switched on or off CPU \d+)"
 )
 
 
