@@ -21,7 +21,7 @@ from ovm_offline.errors import ExitCode, MomentError
 from ovm_offline.kernel.cpu.percpu import cpu_curr_address, task_cpu
 from ovm_offline.kernel.task.tasks import find_task, thread_group
 from tests.support.checks import assert_one_line_failure
-from tests.support.cli import MomentRefused, dump_from, ovm, tree_digest, vcpu_state_of
+from tests.support.cli import MOMENTS, MomentRefused, dump_from, ovm, tree_digest, vcpu_state_of
 from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
@@ -215,7 +215,7 @@ def test_dump_live_of_a_running_guest_restores(tmp_path, kernel, workload):
     def dump_live(guest, root):
         result = ovm(
             "dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
-            "--pid", str(root), "-D", str(images),
+            "--pid", str(root), "-D", str(images), "--attempts", str(MOMENTS),
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         dumped.append(result.stderr)

@@ -14,15 +14,12 @@ from corpus.recorder import record_with_live_dump
 from corpus.restore import restore
 from ovm_offline.errors import ExitCode
 from ovm_offline.sources.precopy import precopy_snapshot
-from tests.support.cli import dump_from, ovm, tree_digest
+from tests.support.cli import MOMENTS, dump_from, ovm, tree_digest
 
 KERNELS = list(kernels.KERNELS)
 # threads on the vCPUs at the stop (their registers come from the stop), a tree asleep in calls, and
 # memory rewritten while it streams (1% of 64 MiB a second, each page with its next generation)
 WORKLOADS = ["spinners", "pipetree-asis", "memhog-writer"]
-#: moments a take may try: a thread caught mid-way through a call, or entering the kernel, is
-#: refused by name (exit 8), and another moment is taken
-MOMENTS = 8
 pytestmark = [pytest.mark.guest, pytest.mark.slow]
 
 

@@ -50,6 +50,10 @@ class MomentRefused:
     message: str
 
 
+#: moments a live dump of a running guest may try: a thread caught mid-way through a call, or
+#: entering the kernel, is refused by name (exit 8), and another moment is taken
+MOMENTS = 8
+
 #: the refusals of a moment: a thread mid-way through a call, entering or leaving the kernel, or
 #: being switched on or off a CPU
 MOMENT_REFUSAL = re.compile(
