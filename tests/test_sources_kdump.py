@@ -8,6 +8,7 @@ import os
 import random
 import struct
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ from hypothesis import strategies as st
 
 from ovm_offline.errors import SourceError
 from ovm_offline.sources import ElfSource, KdumpSource, open_source
+from ovm_offline.sources import kdump as kdump_module
 from ovm_offline.sources.convert import kdump_to_elf
 from ovm_offline.sources.elf import PN_XNUM
+from ovm_offline.sources.kdump import BATCH_PAGES
 from ovm_offline.sources.kdump_format import (
     DISK_DUMP_HEADER,
     FLAT_HEADER_SIZE,
@@ -318,6 +321,70 @@ def test_kdump_round_trip(spec, compression, flattened, max_record, shuffle, dat
                 src.read(absent * PAGE_SIZE, 1)
             assert [v.rip for v in src.vcpus()] == [0, 1]
             assert src.vmcoreinfo() == {"OSRELEASE": "6.1.0-test", "KERNELOFFSET": "2b600000"}
+
+
+@st.composite
+def long_run_specs(draw):
+    """One run of several decode batches: mostly zero (shared, excluded or stored zeros) with
+    pages of data scattered alone and in clusters, so batches split into data and zero pieces."""
+    max_mapnr = draw(st.integers(2 * BATCH_PAGES + 1, 4 * BATCH_PAGES))
+    rnd = random.Random(draw(st.integers(0, 2**32)))  # thousands of pages: too many draws to shrink
+    existing = {p: rnd.random() > 0.1 for p in range(max_mapnr)}
+    data_pages = set()
+    for _ in range(rnd.randrange(13)):
+        start = rnd.randrange(max_mapnr)
+        data_pages |= set(range(start, min(max_mapnr, start + rnd.choice([1, 2, 15, 16, 17, 40]))))
+    pages = {}
+    for p, dumped in existing.items():
+        if dumped:
+            pages[p] = (rnd.randbytes(64) * 64) if p in data_pages else bytes(PAGE_SIZE)
+    return max_mapnr, existing, pages
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_run_specs(), st.sampled_from(["zlib", "raw", "lzo"]), st.booleans(), st.integers(1, 3), st.data())
+def test_long_runs_decode_the_same_on_any_number_of_cores(spec, compression, flattened, workers, data):
+    """A run longer than a batch is decoded batch by batch, by threads when there are cores:
+    copy_to (plain and sparse) and read give the pages in order whatever the number of cores."""
+    max_mapnr, existing, pages = spec
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kdump_module, "cores", lambda: workers)
+        path = Path(tmp) / "dump"
+        build_kdump(path, spec, compression, flattened)
+        whole = b"".join(expected_page(spec, p) for p in range(max_mapnr))
+        part = data.draw(st.integers(0, len(whole) - 1))
+        ranges = ((0, len(whole)), (part, data.draw(st.integers(part, len(whole)))))
+        with open_source(path) as src:
+            assert [(r.start, r.length) for r in src.runs()] == [(0, len(whole))]
+            for lo, hi in ranges:
+                assert src.read(lo, hi - lo) == whole[lo:hi]
+                sink = io.BytesIO()
+                src.copy_to(lo, hi - lo, sink)
+                assert sink.getvalue() == whole[lo:hi]
+                with open(Path(tmp) / "sparse", "wb") as out:
+                    src.copy_to(lo, hi - lo, out, sparse=True)
+                    out.truncate(hi - lo)
+                assert (Path(tmp) / "sparse").read_bytes() == whole[lo:hi]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_page_that_does_not_decode_in_a_later_batch_stops_the_copy_there(tmp_path, monkeypatch, workers):
+    """Damage in the third batch of a long run: SourceError naming its page, on one core or
+    many, and no decoding thread is left behind."""
+    monkeypatch.setattr(kdump_module, "cores", lambda: workers)
+    count = 3 * BATCH_PAGES
+    spec = (count, {p: True for p in range(count)}, {p: bytes([p % 251]) * PAGE_SIZE for p in range(count)})
+    build_kdump(tmp_path / "dump", spec, "zlib", flattened=False)
+    raw = bytearray((tmp_path / "dump").read_bytes())
+    raw[-200:] = bytes(200)  # the last pages' compressed data
+    (tmp_path / "dump").write_bytes(raw)
+    threads = threading.active_count()
+    sink = io.BytesIO()
+    with open_source(tmp_path / "dump") as src, pytest.raises(SourceError, match="page at guest-physical 0x"):
+        src.copy_to(0, count * PAGE_SIZE, sink)
+    assert threading.active_count() == threads
+    assert sink.getvalue() == b"".join(spec[2][p] for p in range(len(sink.getvalue()) // PAGE_SIZE))
+    assert 2 * BATCH_PAGES * PAGE_SIZE <= len(sink.getvalue()) < count * PAGE_SIZE
 
 
 def test_unflatten_gives_the_plain_layout(tmp_path):

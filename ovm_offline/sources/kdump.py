@@ -13,17 +13,20 @@ page_desc per dumped page in pfn order, then the page data (zlib/lzo/snappy or r
 
 from __future__ import annotations
 
+import itertools
 import os
+import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from ._files import BULK_CHUNK, ByteReader, MappedFile, fail, release_resident, write_zeros
+from ._files import ByteReader, MappedFile, fail, release_resident, write_zeros
 from .base import PhysicalRun, VcpuState
 from .kdump_format import (
     COMPRESSION_MASK,
     COMPRESSION_NAMES,
     DISK_DUMP_HEADER,
+    DUMP_DH_COMPRESSED_ZLIB,
     MAX_NOTE_BYTES,
     MAX_PFNS,
     MAX_RUNS,
@@ -41,19 +44,30 @@ from .kdump_format import (
     parse_sub_header,
 )
 from .notes import ParsedNotes, parse_notes, parse_vmcoreinfo
+from .ordered import cores, ordered_map
 
 __all__ = ["KdumpImage", "KdumpSource", "ZERO_PAGE"]
 
 
-#: pages decoded per batch in bulk reads (descriptor table slices of 24 KiB)
-BATCH_PAGES = 1024
+#: pages decoded per batch in bulk reads (1 MiB decoded, descriptor table slices of 6 KiB)
+BATCH_PAGES = 256
+#: threads that decode batches at once: a few cores reach the disk's speed, and each batch in
+#: flight holds up to twice its size (stored and decoded) in memory
+MAX_DECODE_THREADS = 4
 #: decoded pages kept for small reads
 PAGE_CACHE_PAGES = 256
 #: pages decoded between two releases of the container's resident pages (at most 4 MiB of
 #: compressed data stay mapped: a dump's RSS must not grow with the process's size)
 RELEASE_EVERY_PAGES = 1024
 ZERO_PAGE = bytes(PAGE_SIZE)
-_ZEROS = memoryview(bytes(16 * PAGE_SIZE))
+#: zero pages in a row that a copy skips (a hole, or writes of a shared zero block) rather than
+#: writes from the decoded batch
+ZERO_STRETCH_PAGES = 16
+#: keys (offset, size, flags) of stored pages known to decode to zeros: QEMU points every zero
+#: page at one; a hostile dump cannot make the set grow past this
+MAX_ZERO_KEYS = 64
+#: how far apart a batch's stored pages may lie and still be read in one piece
+BATCH_SLACK = 64 * PAGE_SIZE
 
 
 # ==== the dump ====================================================================================
@@ -70,6 +84,7 @@ class KdumpImage:
         self._load_notes()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._decoded_since_release = 0
+        self._zero_keys: set[tuple[int, int, int]] = set()
 
     # -- parsing -----------------------------------------------------------------------------
     def _load_headers(self) -> None:
@@ -190,56 +205,102 @@ class KdumpImage:
             self._cache.popitem(last=False)
         return data
 
-    def spans(self, pfn: int, count: int) -> Iterator[tuple[int, bytes | None]]:
-        """(pages, data) pieces for pages [pfn, pfn+count) in order: data None means that many
-        zero pages; otherwise the decoded bytes of one page. SourceError before yielding anything
-        for a batch that reaches a page not in the dump."""
+    def batch(self, pfn: int, n: int) -> list[tuple[int, bytes | None]]:
+        """Pages [pfn, pfn+n) (n <= BATCH_PAGES) decoded: (pages, bytes) pieces in order, None
+        for a stretch of at least ZERO_STRETCH_PAGES zero pages. SourceError for a page that is
+        not in the dump or does not decode. Changes nothing but a small set of keys known to
+        decode to zeros, so threads may run it at once."""
+        if pfn < 0 or not 0 < n <= BATCH_PAGES or pfn + n > self.nbits:
+            raise fail(self.where, f"guest-physical range {pfn * PAGE_SIZE:#x}+{n * PAGE_SIZE:#x} is not in the dump")
+        holes = ~self.present.bits(pfn, n) & ((1 << n) - 1)
+        if holes:
+            missing = pfn + (holes & -holes).bit_length() - 1
+            raise fail(self.where, f"guest-physical address {missing * PAGE_SIZE:#x} is not in the dump")
+        dumped = self.dumped.bits(pfn, n)
+        if not dumped:
+            return [(n, None)]
+        # plain tuples (offset, size, flags, page_flags): no per-page object construction
+        descs = list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count())))
+        where = [i for i, bit in enumerate(reversed(f"{dumped:b}")) if bit == "1"]
+        compressed = self._compressed_reader(pfn, descs)
+        filled: list[tuple[int, bytes | memoryview]] = []
+        for i, (offset, size, flags, _) in zip(where, descs):
+            key = (offset, size, flags)
+            if key in self._zero_keys:
+                continue
+            page = self._decode_bytes(pfn + i, compressed(offset, size), flags)
+            if page == ZERO_PAGE:
+                # QEMU points every zero page at one shared copy: decode it once
+                if len(self._zero_keys) < MAX_ZERO_KEYS:
+                    self._zero_keys.add(key)
+                continue
+            filled.append((i, page))
+        return _pieces(n, filled)
+
+    def _compressed_reader(
+        self, pfn: int, descs: list[tuple[int, int, int, int]]
+    ) -> Callable[[int, int], bytes | memoryview]:
+        """A function (offset, size) -> the stored bytes of one of `descs`' pages: sliced from
+        one read of the stretch of the file that holds them all when they lie close together
+        (QEMU writes them in pfn order), read one by one otherwise."""
+        pages = [(o, s) for o, s, f, _ in descs if (o, s, f) not in self._zero_keys]
+        for offset, size in pages:
+            if not 0 < size <= PAGE_SIZE:
+                raise fail(self.where, f"corrupt page descriptor near pfn {pfn:#x} (offset {offset:#x}, size {size})")
+        if not pages:
+            return self._read_stored
+        low = min(o for o, _ in pages)
+        high = max(o + s for o, s in pages)
+        if high - low > 2 * sum(s for _, s in pages) + BATCH_SLACK or high > self.layout.size:
+            return self._read_stored
+        blob = memoryview(self.layout.pread(low, high - low))
+
+        def stored(offset: int, size: int) -> bytes | memoryview:
+            if low <= offset and offset + size <= high:
+                return blob[offset - low : offset - low + size]
+            return self._read_stored(offset, size)
+
+        return stored
+
+    def _read_stored(self, offset: int, size: int) -> bytes:
+        if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
+            raise fail(self.where, f"corrupt page descriptor (offset {offset:#x}, size {size})")
+        return self.layout.pread(offset, size)
+
+    def _decode_bytes(self, pfn: int, data: bytes | memoryview, flags: int) -> bytes | memoryview:
+        try:
+            if flags & COMPRESSION_MASK == DUMP_DH_COMPRESSED_ZLIB:
+                # the common case, without decompress_page's call and copy per page
+                try:
+                    page = zlib.decompress(data)
+                except zlib.error as exc:
+                    raise ValueError(f"zlib: {exc}") from None
+                if len(page) != PAGE_SIZE:
+                    raise ValueError(f"page decodes to {len(page)} bytes, not {PAGE_SIZE}")
+                return page
+            return decompress_page(bytes(data), flags, PAGE_SIZE)
+        except ValueError as exc:
+            raise fail(self.where, f"page at guest-physical {pfn * PAGE_SIZE:#x}: {exc}") from None
+
+    def batches(self, pfn: int, count: int) -> Iterator[list[tuple[int, bytes | None]]]:
+        """batch() of pages [pfn, pfn+count) BATCH_PAGES at a time, in order, decoded on all
+        cores when there are several batches and this image's reader maps its file."""
         if pfn < 0 or count < 0 or pfn + count > self.nbits:
             raise fail(
                 self.where, f"guest-physical range {pfn * PAGE_SIZE:#x}+{count * PAGE_SIZE:#x} is not in the dump"
             )
-        last_key: tuple[int, int, int] | None = None
-        last_data = ZERO_PAGE
-        last_zero = True
-        while count > 0:
-            n = min(count, BATCH_PAGES)
-            full = (1 << n) - 1
-            holes = ~self.present.bits(pfn, n) & full
-            if holes:
-                missing = pfn + (holes & -holes).bit_length() - 1
-                raise fail(self.where, f"guest-physical address {missing * PAGE_SIZE:#x} is not in the dump")
-            dumped = self.dumped.bits(pfn, n)
-            # plain tuples (offset, size, flags, page_flags): no per-page object construction
-            descs = (
-                list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count())))
-                if dumped
-                else []
-            )
-            di = 0
-            zeros = 0
-            for i in range(n):
-                if not (dumped >> i) & 1:
-                    zeros += 1
-                    continue
-                d = descs[di]
-                di += 1
-                key = d[:3]
-                if key != last_key:
-                    # QEMU points every zero page at one shared copy: decode it once
-                    last_data = self.decode(pfn + i, PageDesc(*d))
-                    last_key = key
-                    last_zero = last_data == ZERO_PAGE
-                if last_zero:
-                    zeros += 1
-                    continue
-                if zeros:
-                    yield zeros, None
-                    zeros = 0
-                yield 1, last_data
-            if zeros:
-                yield zeros, None
-            pfn += n
-            count -= n
+        starts = range(pfn, pfn + count, BATCH_PAGES)
+        end = pfn + count
+
+        def one(start: int) -> list[tuple[int, bytes | None]]:
+            return self.batch(start, min(BATCH_PAGES, end - start))
+
+        workers = min(cores(), MAX_DECODE_THREADS) if isinstance(self.reader, MappedFile) else 1
+        done = ordered_map(one, starts, workers, workers + 1) if workers > 1 and len(starts) > 1 else map(one, starts)
+        for pieces in done:
+            yield pieces
+            # at most one batch of compressed data per worker stays mapped: RSS stays flat
+            release_resident(self.reader)
 
     def read(self, paddr: int, length: int) -> bytes:
         if length <= 0:
@@ -253,83 +314,68 @@ class KdumpImage:
             data = b"".join(self.page(p) for p in range(first, last + 1))
         else:
             buf = bytearray()
-            for pages, page in self.spans(first, last - first + 1):
-                buf += page if page is not None else bytes(pages * PAGE_SIZE)
+            for pieces in self.batches(first, last - first + 1):
+                for pages, piece in pieces:
+                    buf += piece if piece is not None else bytes(pages * PAGE_SIZE)
             data = bytes(buf)
         skip = paddr - first * PAGE_SIZE
         return data[skip : skip + length]
 
     def copy_to(self, paddr: int, length: int, out: BinaryIO, sparse: bool = False) -> None:
-        """Decode pages in batches into a buffer written in multi-MiB pieces. With sparse=True
-        long zero stretches become seeks (holes) instead of writes: `out` must be seekable and
-        the caller must truncate/extend the file at the end."""
+        """Decode pages a batch at a time (all cores for long copies) and write them. With
+        sparse=True long zero stretches become seeks (holes) instead of writes: `out` must be
+        seekable and the caller must truncate/extend the file at the end."""
         if length <= 0:
             if length < 0:
                 raise fail(self.where, f"bad copy length {length}")
             return
         first, last = paddr // PAGE_SIZE, (paddr + length - 1) // PAGE_SIZE
-        head = paddr - first * PAGE_SIZE
+        skip = paddr - first * PAGE_SIZE  # an unaligned start: drop the bytes before paddr
         remaining = length
-        chunks = _ChunkWriter(out, min(BULK_CHUNK, length))
-        try:
-            for pages, page in self.spans(first, last - first + 1):
-                size = pages * PAGE_SIZE
-                if head:
-                    # an unaligned start: drop the bytes before paddr
-                    skip = min(head, size)
-                    head -= skip
-                    size -= skip
-                    piece = page[skip:] if page is not None else None
-                else:
-                    piece = page
-                size = min(size, remaining)
+        for pieces in self.batches(first, last - first + 1):
+            for pages, piece in pieces:
+                size = min(pages * PAGE_SIZE - skip, remaining)
                 if size <= 0:
+                    skip -= pages * PAGE_SIZE
                     continue
-                remaining -= size
-                if piece is None:
-                    if size >= len(_ZEROS):
-                        # long zero stretches skip the buffer: a hole, or writes of one shared zero block
-                        chunks.flush()
-                        if sparse:
-                            out.seek(size, os.SEEK_CUR)
-                        else:
-                            write_zeros(out, size)
-                    else:
-                        chunks.add(_ZEROS[:size])
+                if piece is not None:
+                    out.write(piece[skip : skip + size])
+                elif sparse:
+                    out.seek(size, os.SEEK_CUR)
                 else:
-                    chunks.add(piece if size == len(piece) else piece[:size])
-            chunks.flush()
-        finally:
-            chunks.release()
+                    write_zeros(out, size)
+                skip = 0
+                remaining -= size
 
 
-class _ChunkWriter:
-    """Gathers pages in one reused buffer, written out BULK_CHUNK at a time (a fresh bytearray
-    per chunk would page-fault its way through hundreds of MiB)."""
-
-    def __init__(self, out: BinaryIO, size: int = BULK_CHUNK) -> None:
-        self.out = out
-        self.buf = bytearray(size)
-        self.view = memoryview(self.buf)
-        self.pos = 0
-
-    def add(self, data: bytes | memoryview) -> None:
-        n = len(data)
-        if self.pos + n > len(self.buf):
-            self.flush()
-            if n > len(self.buf):
-                self.out.write(data)
-                return
-        self.buf[self.pos : self.pos + n] = data
-        self.pos += n
-
-    def flush(self) -> None:
-        if self.pos:
-            self.out.write(self.view[: self.pos])
-            self.pos = 0
-
-    def release(self) -> None:
-        self.view.release()
+def _pieces(n: int, filled: list[tuple[int, bytes | memoryview]]) -> list[tuple[int, bytes | None]]:
+    """A batch of n pages, those at `filled` (index, bytes; ascending) not zero, as pieces:
+    zero stretches of ZERO_STRETCH_PAGES or more are None, everything else joined bytes (the
+    cost follows the pages that hold data, not the batch's size)."""
+    if not filled:
+        return [(n, None)]
+    pieces: list[tuple[int, bytes | None]] = []
+    begin = filled[0][0] if filled[0][0] >= ZERO_STRETCH_PAGES else 0  # the data piece being gathered
+    if begin:
+        pieces.append((begin, None))
+    parts: list[bytes | memoryview] = []
+    end = begin
+    for i, page in filled:
+        if i - end >= ZERO_STRETCH_PAGES:
+            pieces.append((end - begin, b"".join(parts)))
+            pieces.append((i - end, None))
+            parts.clear()
+            begin = end = i
+        parts.extend(itertools.repeat(ZERO_PAGE, i - end))
+        parts.append(page)
+        end = i + 1
+    if n - end < ZERO_STRETCH_PAGES:
+        parts.extend(itertools.repeat(ZERO_PAGE, n - end))
+        end = n
+    pieces.append((end - begin, b"".join(parts)))
+    if end < n:
+        pieces.append((n - end, None))
+    return pieces
 
 
 class KdumpSource:
