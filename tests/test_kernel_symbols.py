@@ -379,6 +379,7 @@ MEMBER_TABLE_OF_FORMAT = {
     8: "f0373fb6e9516bf2",
     9: "afdd657910798b51",
     10: "e56d05eb0ded1987",
+    11: "6082331537d4cf75",
 }
 
 

@@ -240,7 +240,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "tcp_sock.rcv_nxt tcp_sock.rcv_wnd tcp_sock.rcv_wup tcp_sock.repair tcp_sock.snd_nxt tcp_sock.snd_una "
         "tcp_sock.snd_wl1 tcp_sock.snd_wnd tcp_sock.syn_data_acked tcp_sock.tcp_clock_cache tcp_sock.tcp_usec_ts "
         "tcp_sock.tsoffset tcp_sock.urg_data tcp_sock.write_seq "
-        "uid_gid_extent.count uid_gid_extent.first uid_gid_extent.lower_first uid_gid_map.nr_extents"
+        "uid_gid_extent.count uid_gid_extent.first uid_gid_extent.lower_first uid_gid_map.nr_extents "
+        "mnt_namespace.mounts mnt_namespace.nr_mounts mount.mnt_group_id mount.mnt_id super_block.s_flags "
+        "vfsmount.mnt_flags"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -248,7 +250,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "pointer to integer": (
         "fdtable.close_on_exec fdtable.open_fds kernfs_node.name qstr.name sk_buff.data "
-        "sk_buff.head task_struct.clear_child_tid vm_special_mapping.name"
+        "sk_buff.head task_struct.clear_child_tid vm_special_mapping.name "
+        "file_system_type.name mount.mnt_devname super_block.s_subtype"
     ),
     "struct kgid_t": (
         "cred.egid cred.fsgid cred.gid cred.sgid inode.i_gid kern_ipc_perm.cgid kern_ipc_perm.gid unix_skb_parms.gid"
@@ -295,7 +298,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct ktermios": "tty_struct.termios tty_struct.termios_locked",
     "struct list_head": (
         "cgroup_subsys_state.children dentry.d_child dentry.d_subdirs mount.mnt_child mount.mnt_mounts "
-        "task_struct.children"
+        "task_struct.children mnt_namespace.list mount.mnt_list"
     ),
     "struct hlist_head": "dentry.d_children",
     "struct hlist_node": "dentry.d_sib",
@@ -328,8 +331,10 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct ipc_namespace": "nsproxy.ipc_ns",
     "pointer to struct kernfs_iattrs": "kernfs_node.iattr",
     "pointer to struct mm_struct": "task_struct.mm",
-    "pointer to struct mount": "mount.mnt_parent",
+    "pointer to struct mount": "mount.mnt_parent mount.mnt_master",
     "pointer to struct nsproxy": "task_struct.nsproxy",
+    "pointer to struct file_system_type": "super_block.s_type",
+    "struct rb_node": "mount.mnt_node",
     "pointer to struct pgd_t": "mm_struct.pgd",
     "pointer to struct pipe_buffer": "pipe_inode_info.bufs",
     "pointer to struct pipe_inode_info": "inode.i_pipe",
@@ -373,7 +378,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct netns_ipv4": "net.ipv4",
     "struct possible_net_t": "sock_common.skc_net",
     "struct qstr": "dentry.d_name",
-    "struct rb_root": "rb_root_cached.rb_root tcp_sock.out_of_order_queue",
+    "struct rb_root": "rb_root_cached.rb_root tcp_sock.out_of_order_queue mnt_namespace.mounts",
     "struct rb_root_cached": "eventpoll.rbr",
     "struct refcount_t": "sock.sk_wmem_alloc",
     "struct rw_semaphore": "mm_struct.mmap_lock",

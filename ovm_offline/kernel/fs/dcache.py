@@ -29,6 +29,7 @@ __all__ = [
     "file_path",
     "inode_ino",
     "inode_sb_dev",
+    "mount_point_path",
     "new_encode_dev",
 ]
 
@@ -255,6 +256,15 @@ def _prepend_path(
             raise GuestDataError(f"d_path of dentry 0x{start:x}: longer than PATH_MAX ({PATH_MAX})")
         names.append(name)
         dentry = _dentry(prog, parent)
+
+
+def mount_point_path(mount: Struct, root: Struct) -> str | None:
+    """Where a ``struct mount`` is mounted, seen from the ``struct path`` `root` (mountinfo's
+    mount point: the path of the mount's root dentry on it, with no " (deleted)"); None when
+    `root` does not reach it."""
+    dentry = mount.mnt.mnt_root.deref()
+    names, reachable = _prepend_path(mount.prog_, dentry.address_, dentry, mount, root)
+    return "/" + "/".join(reversed(names)) if reachable else None
 
 
 def d_path(path: Struct, root: Struct | None = None) -> str:

@@ -1,0 +1,178 @@
+"""The mounts of a mount namespace (``struct mnt_namespace``, ``struct mount``) and what
+/proc/PID/mountinfo says of each (fs/proc_namespace.c show_mountinfo).
+
+A namespace links its mounts into ``ns->list`` through ``mount.mnt_list`` before 6.8 and into
+the rbtree ``ns->mounts`` (by ``mnt_id_unique``) through ``mount.mnt_node`` since; either way
+the namespace counts them (``mounts``, then ``nr_mounts``), and a walk that finds another
+number is refused. Everything a line of mountinfo holds comes from the mount and its super
+block except the file system's own options (``s_op->show_options``), which each file system
+formats its own way and which are not read here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...errors import GuestDataError
+from ..core.objects import Pointer, Struct
+from ..ds.list import list_for_each_entry
+from ..ds.rbtree import rb_inorder
+from .dcache import dentry_path, kdev_major, kdev_minor, mount_point_path
+
+__all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", "task_mnt_ns"]
+
+#: more mounts than a namespace of any real system holds (the kernel's default mount-max is
+#: 100000, but containers hold a few dozen)
+MAX_NAMESPACE_MOUNTS = 1 << 14
+
+# include/linux/mount.h
+MNT_NOSUID = 0x01
+MNT_NODEV = 0x02
+MNT_NOEXEC = 0x04
+MNT_NOATIME = 0x08
+MNT_NODIRATIME = 0x10
+MNT_RELATIME = 0x20
+MNT_READONLY = 0x40
+MNT_NOSYMFOLLOW = 0x80
+MNT_SHARED = 0x1000
+MNT_UNBINDABLE = 0x2000
+#: show_mnt_opts, in its order
+MNT_OPTION_NAMES = (
+    (MNT_NOSUID, "nosuid"),
+    (MNT_NODEV, "nodev"),
+    (MNT_NOEXEC, "noexec"),
+    (MNT_NOATIME, "noatime"),
+    (MNT_NODIRATIME, "nodiratime"),
+    (MNT_RELATIME, "relatime"),
+    (MNT_NOSYMFOLLOW, "nosymfollow"),
+)
+# include/linux/fs.h (super_block.s_flags); show_sb_opts, in its order
+SB_RDONLY = 0x01
+SB_OPTION_NAMES = ((0x10, "sync"), (0x80, "dirsync"), (0x40, "mand"), (1 << 25, "lazytime"))
+#: fs/proc_namespace.c mangle(): characters mountinfo writes as \ooo
+_MANGLED = " \t\n\\"
+
+
+@dataclasses.dataclass(frozen=True)
+class MountInfo:
+    """One mount as a line of /proc/PID/mountinfo describes it, less the file system's own
+    options. `mount_point` is None for a mount the task's root does not reach (mountinfo
+    leaves it out)."""
+
+    mnt_id: int
+    parent_id: int
+    dev: int  # the super block's s_dev, in the kernel's encoding (MAJOR << 20 | MINOR)
+    root: str  # mnt_root inside its file system
+    mount_point: str | None
+    mnt_flags: int
+    shared_group: int | None  # shared:N
+    master_group: int | None  # master:N (a slave of that peer group)
+    fstype: str
+    source: str
+    sb_flags: int
+
+
+def task_mnt_ns(task: Struct) -> Pointer | None:
+    """The ``struct mnt_namespace`` of a ``struct task_struct`` (None once it is exiting)."""
+    nsproxy = task.nsproxy
+    return nsproxy.mnt_ns if nsproxy else None
+
+
+def mnt_namespace_mounts(ns: Pointer | Struct) -> list[Struct]:
+    """The ``struct mount``s of a ``struct mnt_namespace``, in the order mountinfo lists
+    them; GuestDataError when they are not as many as the namespace counts."""
+    ns = ns.deref() if isinstance(ns, Pointer) else ns
+    prog = ns.prog_
+    name = f"mounts of mnt_namespace 0x{ns.address_:x}"
+    if ns.has_member_("nr_mounts"):  # 6.8 and later: an rbtree
+        count = int(ns.nr_mounts)
+        _check_count(count, name)
+        root = int(ns.mounts.rb_node)
+        offset = prog.member_offset("mount", "mnt_node")
+        nodes = rb_inorder(prog, root, name=name, limit=count)
+        mounts = [prog.struct("mount", node - offset) for node in nodes]
+    else:
+        count = int(ns.mounts)
+        _check_count(count, name)
+        head = ns.list.address_of_()
+        walk = list_for_each_entry(prog, "mount", head, "mnt_list", name=name, limit=count, check_prev=True)
+        mounts = list(walk)
+    if len(mounts) != count:
+        raise GuestDataError(f"{name}: the namespace counts {count}, its list holds {len(mounts)}")
+    for mount in mounts:
+        if int(mount.mnt_ns) != ns.address_:
+            raise GuestDataError(f"{name}: mount 0x{mount.address_:x} belongs to namespace 0x{int(mount.mnt_ns):x}")
+    return mounts
+
+
+def _check_count(count: int, name: str) -> None:
+    if not 0 < count <= MAX_NAMESPACE_MOUNTS:
+        raise GuestDataError(f"{name}: the namespace counts {count} mounts (1 to {MAX_NAMESPACE_MOUNTS} are possible)")
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def mount_info(mount: Struct, root: Struct) -> MountInfo:
+    """What mountinfo says of a ``struct mount`` to a task whose root is the ``struct path``
+    `root` (mount points are relative to it)."""
+    sb = mount.mnt.mnt_sb.deref()
+    master = mount.mnt_master
+    subtype = sb.s_subtype
+    fstype = _text(sb.s_type.name.string_(64))
+    if subtype:
+        fstype += "." + _text(subtype.string_(64))
+    devname = mount.mnt_devname
+    mnt_flags = int(mount.mnt.mnt_flags)
+    return MountInfo(
+        mnt_id=int(mount.mnt_id),
+        parent_id=int(mount.mnt_parent.mnt_id),
+        dev=int(sb.s_dev),
+        root=dentry_path(mount.mnt.mnt_root),
+        mount_point=mount_point_path(mount, root),
+        mnt_flags=mnt_flags,
+        shared_group=int(mount.mnt_group_id) if mnt_flags & MNT_SHARED else None,
+        master_group=int(master.mnt_group_id) if master else None,
+        fstype=fstype,
+        source=_text(devname.string_(4096)) if devname else "none",
+        sb_flags=int(sb.s_flags),
+    )
+
+
+def _mangle(text: str) -> str:
+    return "".join(f"\\{ord(c):03o}" if c in _MANGLED else c for c in text)
+
+
+def mountinfo_line(info: MountInfo) -> str | None:
+    """The line of /proc/PID/mountinfo for `info`, up to and with the super block's rw/ro and
+    generic options (a file system's own options follow them in the kernel's line); None for a
+    mount the task does not reach."""
+    if info.mount_point is None:
+        return None
+    options = ["ro" if info.mnt_flags & MNT_READONLY else "rw"]
+    options += [name for flag, name in MNT_OPTION_NAMES if info.mnt_flags & flag]
+    tags = []
+    if info.shared_group is not None:
+        tags.append(f"shared:{info.shared_group}")
+    if info.master_group is not None:
+        tags.append(f"master:{info.master_group}")
+    if info.mnt_flags & MNT_UNBINDABLE:
+        tags.append("unbindable")
+    sb_options = ["ro" if info.sb_flags & SB_RDONLY else "rw"]
+    sb_options += [name for flag, name in SB_OPTION_NAMES if info.sb_flags & flag]
+    return " ".join(
+        [
+            str(info.mnt_id),
+            str(info.parent_id),
+            f"{kdev_major(info.dev)}:{kdev_minor(info.dev)}",
+            _mangle(info.root),
+            _mangle(info.mount_point),
+            ",".join(options),
+            *tags,
+            "-",
+            _mangle(info.fstype),
+            _mangle(info.source),
+            ",".join(sb_options),
+        ]
+    )
