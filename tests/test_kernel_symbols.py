@@ -20,6 +20,7 @@ from ovm_offline.kernel.core import isf_cache as symmod
 from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
 from ovm_offline.kernel.core.member_kinds import MEMBER_KINDS, check_member_kinds
 from ovm_offline.kernel.core.symbols import CACHE_FORMAT, find_isf_files, isf_banners, load_isf
+from ovm_offline.kernel.fs import fs_options
 from ovm_offline.kernel.net import inet
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
@@ -379,7 +380,7 @@ MEMBER_TABLE_OF_FORMAT = {
     8: "f0373fb6e9516bf2",
     9: "afdd657910798b51",
     10: "e56d05eb0ded1987",
-    11: "6082331537d4cf75",
+    11: "e3c5723b1ea81c86",
 }
 
 
@@ -391,7 +392,8 @@ def test_a_changed_member_table_comes_with_a_new_cache_format():
 
 
 def test_constants_of_anonymous_enums_the_walkers_use_hold_for_both_pinned_kernels():
-    """Anonymous enums cannot be asked for by name, so kernel/net/inet.py states their values."""
+    """Anonymous enums cannot be asked for by name, so kernel/net/inet.py and
+    kernel/fs/fs_options.py state their values."""
     for path in ISF.values():
         isf = symmod.json_loads(symmod.open_isf_bytes(path))
         constants: dict[str, set[int]] = {}
@@ -401,6 +403,9 @@ def test_constants_of_anonymous_enums_the_walkers_use_hold_for_both_pinned_kerne
         assert constants["UDP_FLAGS_CORK"] == {inet.UDP_FLAGS_CORK}, path
         has_inet_flags = "inet_flags" in isf["user_types"]["inet_sock"]["fields"]
         assert constants.get("INET_FLAGS_FREEBIND") == ({inet.INET_FLAGS_FREEBIND} if has_inet_flags else None), path
+        for name, bit, _option in fs_options.CGROUP2_OPTIONS:  # the last ones are newer than 6.1
+            assert constants.get(name, {bit}) == {bit}, (path, name)
+        assert "CGRP_ROOT_NS_DELEGATE" in constants, path
 
 
 def _write_mutated_isf(directory: Path, kernel: str, mutate) -> Path:

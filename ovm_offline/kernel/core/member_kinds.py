@@ -243,10 +243,15 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "uid_gid_extent.count uid_gid_extent.first uid_gid_extent.lower_first uid_gid_map.nr_extents "
         "mnt_namespace.mounts mnt_namespace.nr_mounts mount.mnt_group_id mount.mnt_id super_block.s_flags "
         "vfsmount.mnt_flags"
+        " cgroup_root.flags proc_fs_info.hide_pid proc_fs_info.pidonly pts_mount_opts.max pts_mount_opts.mode "
+        "pts_mount_opts.ptmxmode pts_mount_opts.setgid pts_mount_opts.setuid ramfs_mount_opts.mode "
+        "shmem_sb_info.full_inums shmem_sb_info.huge shmem_sb_info.max_blocks shmem_sb_info.max_inodes "
+        "shmem_sb_info.mode shmem_sb_info.noswap"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
         "task_struct.loginuid unix_skb_parms.uid"
+        " pts_mount_opts.uid shmem_sb_info.uid"
     ),
     "pointer to integer": (
         "fdtable.close_on_exec fdtable.open_fds kernfs_node.name qstr.name sk_buff.data "
@@ -255,6 +260,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "struct kgid_t": (
         "cred.egid cred.fsgid cred.gid cred.sgid inode.i_gid kern_ipc_perm.cgid kern_ipc_perm.gid unix_skb_parms.gid"
+        " proc_fs_info.pid_gid pts_mount_opts.gid shmem_sb_info.gid"
     ),
     "struct ns_common": (
         "cgroup_namespace.ns ipc_namespace.ns mnt_namespace.ns net.ns pid_namespace.ns "
@@ -267,6 +273,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to void": (
         "file.private_data iov_iter.ubuf maple_tree.ma_root task_struct.stack vdso_image.data "
         "vm_area_struct.vm_private_data vm_struct.addr xarray.xa_head"
+        " super_block.s_fs_info"
     ),
     "struct sigset_t": (
         "sigaction.sa_mask signalfd_ctx.sigmask sigpending.signal task_struct.blocked "
@@ -334,6 +341,11 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct mount": "mount.mnt_parent mount.mnt_master",
     "pointer to struct nsproxy": "task_struct.nsproxy",
     "pointer to struct file_system_type": "super_block.s_type",
+    "pointer to struct super_operations": "super_block.s_op",
+    "pointer to struct mempolicy": "shmem_sb_info.mpol",
+    "struct shmem_quota_limits": "shmem_sb_info.qlimits",
+    "struct pts_mount_opts": "pts_fs_info.mount_opts",
+    "struct ramfs_mount_opts": "ramfs_fs_info.mount_opts",
     "struct rb_node": "mount.mnt_node",
     "pointer to struct pgd_t": "mm_struct.pgd",
     "pointer to struct pipe_buffer": "pipe_inode_info.bufs",

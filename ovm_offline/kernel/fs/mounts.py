@@ -1,12 +1,11 @@
 """The mounts of a mount namespace (``struct mnt_namespace``, ``struct mount``) and what
-/proc/PID/mountinfo says of each (fs/proc_namespace.c show_mountinfo).
+/proc/PID/mountinfo says of each (fs/proc_namespace.c show_mountinfo), the options of the file
+systems fs_options.py knows included.
 
 A namespace links its mounts into ``ns->list`` through ``mount.mnt_list`` before 6.8 and into
 the rbtree ``ns->mounts`` (by ``mnt_id_unique``) through ``mount.mnt_node`` since; either way
 the namespace counts them (``mounts``, then ``nr_mounts``), and a walk that finds another
-number is refused. Everything a line of mountinfo holds comes from the mount and its super
-block except the file system's own options (``s_op->show_options``), which each file system
-formats its own way and which are not read here.
+number is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 from ..ds.rbtree import rb_inorder
 from .dcache import dentry_path, kdev_major, kdev_minor, mount_point_path
+from .fs_options import sb_fs_options
 
 __all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", "task_mnt_ns"]
 
@@ -70,6 +70,7 @@ class MountInfo:
     fstype: str
     source: str
     sb_flags: int
+    fs_options: str | None  # the file system's own ("size=65536k,mode=755"); None: not known
 
 
 def task_mnt_ns(task: Struct) -> Pointer | None:
@@ -137,6 +138,7 @@ def mount_info(mount: Struct, root: Struct) -> MountInfo:
         fstype=fstype,
         source=_text(devname.string_(4096)) if devname else "none",
         sb_flags=int(sb.s_flags),
+        fs_options=sb_fs_options(sb),
     )
 
 
@@ -145,8 +147,8 @@ def _mangle(text: str) -> str:
 
 
 def mountinfo_line(info: MountInfo) -> str | None:
-    """The line of /proc/PID/mountinfo for `info`, up to and with the super block's rw/ro and
-    generic options (a file system's own options follow them in the kernel's line); None for a
+    """The line of /proc/PID/mountinfo for `info` (where its file system's own options are not
+    known, up to the super block's rw/ro and generic options, which they follow); None for a
     mount the task does not reach."""
     if info.mount_point is None:
         return None
@@ -161,6 +163,8 @@ def mountinfo_line(info: MountInfo) -> str | None:
         tags.append("unbindable")
     sb_options = ["ro" if info.sb_flags & SB_RDONLY else "rw"]
     sb_options += [name for flag, name in SB_OPTION_NAMES if info.sb_flags & flag]
+    if info.fs_options:
+        sb_options.append(info.fs_options)
     return " ".join(
         [
             str(info.mnt_id),
