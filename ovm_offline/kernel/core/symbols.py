@@ -69,7 +69,6 @@ from .ktypes import (
     VoidType,
     unqualified,
 )
-from .member_kinds import check_member_kinds
 
 log = logging.getLogger("ovm_offline")
 
@@ -348,6 +347,10 @@ def _check_isf_types(isf: dict[str, Any], path: Path) -> None:
             offset = field.get("offset") if isinstance(field, dict) else None
             if not isinstance(offset, int) or not 0 <= offset <= size:
                 raise SymbolError(f"ISF {path}: {name}.{member} is at offset {offset!r}, outside its {size} bytes")
+    # only an ISF read afresh is checked (the cache keeps the verdict): a warm start skips
+    # parsing the member table
+    from .member_kinds import check_member_kinds
+
     check_member_kinds(isf, path)
 
 
