@@ -9,6 +9,7 @@ import random
 import struct
 import tempfile
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -528,3 +529,28 @@ def test_corrupt_kdumps_only_raise_source_error(data):
                     src.copy_to(run.start, size, io.BytesIO())
         except SourceError as exc:
             assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_page_that_inflates_to_megabytes_is_refused_by_its_size(tmp_path, workers):
+    """A hostile zlib page may inflate to about 4 MiB (zeros compress 1000 to 1): it is refused
+    by its address and size, on one thread or several, where a batch is inflated at once."""
+    count = 2 * BATCH_PAGES
+    spec = (
+        count,
+        {p: True for p in range(count)},
+        {p: (f"page {p} ".encode() * PAGE_SIZE)[:PAGE_SIZE] for p in range(count)},
+    )
+    build_kdump(tmp_path / "dump", spec, "zlib", flattened=False)
+    raw = bytearray((tmp_path / "dump").read_bytes())
+    with open_source(tmp_path / "dump") as src:
+        desc_at = src.image.desc_offset + (BATCH_PAGES + 7) * PAGE_DESC.size
+    bomb = zlib.compress(bytes(4 << 20), 9)
+    assert len(bomb) <= PAGE_SIZE
+    struct.pack_into("<QII", raw, desc_at, len(raw), len(bomb), PageDesc(*PAGE_DESC.unpack_from(raw, desc_at)).flags)
+    (tmp_path / "dump").write_bytes(bytes(raw) + bomb)
+    with pytest.MonkeyPatch.context() as patch, open_source(tmp_path / "dump") as src:
+        patch.setattr(kdump_module, "cores", lambda: workers)
+        address = (BATCH_PAGES + 7) * PAGE_SIZE
+        with pytest.raises(SourceError, match=f"page at guest-physical {address:#x}: page decodes to {4 << 20} bytes"):
+            src.copy_to(0, count * PAGE_SIZE, io.BytesIO())

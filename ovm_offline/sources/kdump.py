@@ -17,7 +17,7 @@ import itertools
 import os
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from ._files import ByteReader, MappedFile, fail, release_resident, write_zeros
@@ -66,6 +66,9 @@ ZERO_STRETCH_PAGES = 16
 #: keys (offset, size, flags) of stored pages known to decode to zeros: QEMU points every zero
 #: page at one; a hostile dump cannot make the set grow past this
 MAX_ZERO_KEYS = 64
+#: zlib pages inflated in one C-level loop (without the GIL between them) before their sizes
+#: are checked: a hostile page can inflate to about 4 MiB
+INFLATE_AT_ONCE = 8
 #: how far apart a batch's stored pages may lie and still be read in one piece
 BATCH_SLACK = 64 * PAGE_SIZE
 
@@ -222,13 +225,11 @@ class KdumpImage:
         # plain tuples (offset, size, flags, page_flags): no per-page object construction
         descs = list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count())))
         where = [i for i, bit in enumerate(reversed(f"{dumped:b}")) if bit == "1"]
-        compressed = self._compressed_reader(pfn, descs)
+        todo = [(i, (o, s, f)) for i, (o, s, f, _) in zip(where, descs) if (o, s, f) not in self._zero_keys]
+        stored = self._stored_pages(pfn, [key for _, key in todo])
+        pages = self._decode_all(pfn, todo, stored)
         filled: list[tuple[int, bytes | memoryview]] = []
-        for i, (offset, size, flags, _) in zip(where, descs):
-            key = (offset, size, flags)
-            if key in self._zero_keys:
-                continue
-            page = self._decode_bytes(pfn + i, compressed(offset, size), flags)
+        for (i, key), page in zip(todo, pages):
             if page == ZERO_PAGE:
                 # QEMU points every zero page at one shared copy: decode it once
                 if len(self._zero_keys) < MAX_ZERO_KEYS:
@@ -237,30 +238,42 @@ class KdumpImage:
             filled.append((i, page))
         return _pieces(n, filled)
 
-    def _compressed_reader(
-        self, pfn: int, descs: list[tuple[int, int, int, int]]
-    ) -> Callable[[int, int], bytes | memoryview]:
-        """A function (offset, size) -> the stored bytes of one of `descs`' pages: sliced from
-        one read of the stretch of the file that holds them all when they lie close together
-        (QEMU writes them in pfn order), read one by one otherwise."""
-        pages = [(o, s) for o, s, f, _ in descs if (o, s, f) not in self._zero_keys]
-        for offset, size in pages:
+    def _stored_pages(self, pfn: int, keys: list[tuple[int, int, int]]) -> list[bytes | memoryview]:
+        """The stored bytes of pages (offset, size, flags): sliced from one read of the stretch
+        of the file that holds them all when they lie close together (QEMU writes them in pfn
+        order), read one by one otherwise."""
+        for offset, size, _ in keys:
             if not 0 < size <= PAGE_SIZE:
                 raise fail(self.where, f"corrupt page descriptor near pfn {pfn:#x} (offset {offset:#x}, size {size})")
-        if not pages:
-            return self._read_stored
-        low = min(o for o, _ in pages)
-        high = max(o + s for o, s in pages)
-        if high - low > 2 * sum(s for _, s in pages) + BATCH_SLACK or high > self.layout.size:
-            return self._read_stored
+        if not keys:
+            return []
+        low = min(o for o, _, _ in keys)
+        high = max(o + s for o, s, _ in keys)
+        if high - low > 2 * sum(s for _, s, _ in keys) + BATCH_SLACK or high > self.layout.size:
+            return [self._read_stored(o, s) for o, s, _ in keys]
         blob = memoryview(self.layout.pread(low, high - low))
+        return [blob[o - low : o - low + s] for o, s, _ in keys]
 
-        def stored(offset: int, size: int) -> bytes | memoryview:
-            if low <= offset and offset + size <= high:
-                return blob[offset - low : offset - low + size]
-            return self._read_stored(offset, size)
-
-        return stored
+    def _decode_all(
+        self, pfn: int, todo: list[tuple[int, tuple[int, int, int]]], stored: list[bytes | memoryview]
+    ) -> Sequence[bytes | memoryview]:
+        """The pages of `todo` (index in the batch, key) decoded from `stored`. A batch of zlib
+        pages is inflated in one C-level loop, so that a thread holds the GIL only between
+        batches, not between pages, and threads inflate at once."""
+        if all(f & COMPRESSION_MASK == DUMP_DH_COMPRESSED_ZLIB for _, (_, _, f) in todo):
+            pages: list[bytes | memoryview] = []
+            try:
+                # a few pages at a time: a hostile page may inflate to 4 MiB, not to a page
+                for start in range(0, len(stored), INFLATE_AT_ONCE):
+                    inflated = list(map(zlib.decompress, stored[start : start + INFLATE_AT_ONCE]))
+                    if any(len(page) != PAGE_SIZE for page in inflated):
+                        break
+                    pages += inflated
+                else:
+                    return pages
+            except zlib.error:
+                pass  # found and named page by page below
+        return [self._decode_bytes(pfn + i, data, f) for (i, (_, _, f)), data in zip(todo, stored)]
 
     def _read_stored(self, offset: int, size: int) -> bytes:
         if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
