@@ -28,6 +28,8 @@ CRIU = "/usr/sbin/criu"
 RUNC = "/usr/sbin/runc"
 # runc-box's bundle config: `runc spec` of the pinned runc, with the corpus's changes
 RUNC_CONFIG = GUEST_DIR / "runc-config.json"
+# the job scripts' own C helpers (/bin/NAME for guest/NAME.c)
+GUEST_TOOLS = sorted(GUEST_DIR.glob("*.c"))
 
 
 def workload_sources() -> list[Path]:
@@ -42,7 +44,7 @@ def workload_scripts() -> list[Path]:
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
-    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + workload_sources()
+    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + GUEST_TOOLS + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
 
@@ -53,11 +55,11 @@ def _version_line(cmd: list[str]) -> bytes:
         raise CorpusError(f"{cmd[0]} is not installed (apt-get install busybox-static criu runc)") from None
 
 
-def compile_workloads(out_dir: Path) -> dict[str, Path]:
-    """gcc every corpus/workloads/NAME.c with the flags on its `/* cflags: ... */` first line."""
+def compile_programs(sources: list[Path], out_dir: Path) -> dict[str, Path]:
+    """gcc every NAME.c with the flags on its `/* cflags: ... */` first line."""
     out_dir.mkdir(parents=True, exist_ok=True)
     binaries = {}
-    for source in sorted(WORKLOADS_DIR.glob("*.c")):
+    for source in sources:
         first = source.read_text().splitlines()[0] if source.stat().st_size else ""
         match = re.search(r"cflags:(.*?)\*/", first)
         flags = match.group(1).split() if match else []
@@ -114,7 +116,7 @@ def build(kernel: UnpackedKernel) -> Path:
 
 def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     cache.begin(path)
-    binaries = compile_workloads(path / "bin")
+    binaries = compile_programs(sorted(WORKLOADS_DIR.glob("*.c")) + GUEST_TOOLS, path / "bin")
 
     archive = cpio.NewcArchive()
     for d in ("dev", "proc", "sys", "run", "tmp", "etc", "root", "mnt", "usr/bin", "usr/sbin", "sbin"):

@@ -4,14 +4,18 @@ stopped tree, and a manifest of in-guest facts."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import errno
 import json
+import multiprocessing
 import os
 import random
 import shutil
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from . import cache, facts, initramfs, jobs, kernels
@@ -131,6 +135,34 @@ def record(kernel_name: str, workload_name: str, force: bool = False, log=print,
             (path / "first-attempt.log").write_text(str(first))
         cache.prune_siblings(path)
         return rec
+
+
+def record_many(wanted: list[tuple[str, str, int]], jobs: int, force: bool = False, log=print) -> Iterator[Path]:
+    """Record each (kernel, workload, take), `jobs` guests at a time, yielding their paths in
+    the order asked. The kernels and initramfs are made first, once, so that workers only
+    record."""
+    if jobs == 1 or len(wanted) < 2:
+        for kernel_name, workload_name, take in wanted:
+            yield record(kernel_name, workload_name, force=force, log=log, take=take).root
+        return
+    for kernel_name in dict.fromkeys(k for k, _, _ in wanted):
+        initramfs.build(kernels.unpack(kernels.get_kernel(kernel_name)))
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_record_root, k, w, take, force) for k, w, take in wanted]
+        try:
+            for future in futures:
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+def _record_root(kernel_name: str, workload_name: str, take: int, force: bool) -> Path:
+    # a worker's log lines go straight to stderr: a recording's progress shows as it happens
+    return record(
+        kernel_name, workload_name, force=force, log=lambda m: print(m, file=sys.stderr, flush=True), take=take
+    ).root
 
 
 def disk_needed_mib(workload: Workload) -> int:

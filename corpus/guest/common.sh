@@ -7,19 +7,11 @@ ctl() { echo "$*" >&3; echo "OVM-CTL: $*"; }
 ctl_read() { read -r "$1" <&3; }
 fail() { ctl "FAIL $*"; exit 1; }
 
-# The pids of every task (threads included) whose process group is $1, as "pid state" lines.
-group_tasks() {
-    for f in /proc/[0-9]*/task/[0-9]*/stat; do
-        cat "$f" 2>/dev/null
-    done | awk -v g="$1" '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); if (f[3] == g) print f[1] }'
-}
+# The state of every task (threads included) whose process group is $1, one per line.
+group_tasks() { procfacts group-states "$1"; }
 
 # The pids (processes, not threads) whose process group is $1.
-group_pids() {
-    for f in /proc/[0-9]*/stat; do
-        cat "$f" 2>/dev/null
-    done | awk -v g="$1" '{ s = $0; pid = $1; sub(/^.*\) /, "", s); split(s, f, " "); if (f[3] == g) print pid }'
-}
+group_pids() { procfacts group "$1"; }
 
 wait_stopped() {
     i=0

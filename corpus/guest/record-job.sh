@@ -34,27 +34,7 @@ MEMBERS=$(group_pids "$ROOT" | sort -n | tr '\n' ' ')
 
 # In-guest facts, read from /proc while the group is stopped (the state the dumps show; as-is,
 # a moment before the host pauses the guest).
-mkdir -p facts
-for p in /proc/[0-9]*; do
-    pid=${p#/proc/}; d=facts/proc/$pid; mkdir -p $d
-    for f in stat status cmdline cgroup; do cat $p/$f > $d/$f 2>/dev/null; done
-    for n in pid pid_for_children mnt net uts ipc user cgroup time time_for_children; do
-        echo "$n $(readlink $p/ns/$n 2>/dev/null)"; done > $d/ns
-done
-for pid in $MEMBERS; do
-    p=/proc/$pid; d=facts/proc/$pid
-    for f in maps limits timers personality mountinfo environ; do cat $p/$f > $d/$f 2>/dev/null; done
-    mkdir -p $d/fdinfo $d/task
-    for fd in $p/fd/*; do
-        n=${fd##*/}; echo "$n $(readlink $fd)" >> $d/fds
-        cat $p/fdinfo/$n > $d/fdinfo/$n 2>/dev/null
-    done
-    for t in $p/task/*; do
-        tid=${t##*/}; mkdir -p $d/task/$tid
-        cat $t/stat > $d/task/$tid/stat; cat $t/status > $d/task/$tid/status
-    done
-    readlink $p/exe > $d/exe; readlink $p/cwd > $d/cwd; readlink $p/root > $d/root
-done
+procfacts collect facts $MEMBERS || fail "reading /proc failed"
 uname -r > facts/uname
 echo "$READY" > facts/ready
 echo "$ROOT" > facts/root
