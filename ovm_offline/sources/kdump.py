@@ -177,19 +177,12 @@ class KdumpImage:
         return parse_page_descs(self._desc_bytes(first_index, count))
 
     def decode(self, pfn: int, desc: PageDesc) -> bytes:
-        if not 0 < desc.size <= PAGE_SIZE or desc.offset + desc.size > self.layout.size:
-            raise fail(
-                self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {desc.offset:#x}, size {desc.size})"
-            )
-        data = self.layout.pread(desc.offset, desc.size)
+        data = self._read_stored(desc.offset, desc.size, pfn)
         self._decoded_since_release += 1
         if self._decoded_since_release >= RELEASE_EVERY_PAGES:
             self._decoded_since_release = 0
             release_resident(self.reader)
-        try:
-            return decompress_page(data, desc.flags, PAGE_SIZE)
-        except ValueError as exc:
-            raise fail(self.where, f"page at guest-physical {pfn * PAGE_SIZE:#x}: {exc}") from None
+        return bytes(self._decode_bytes(pfn, data, desc.flags))
 
     def page(self, pfn: int) -> bytes:
         """One page, through a small LRU cache (page-table walks read the same pages again)."""
@@ -243,14 +236,14 @@ class KdumpImage:
         of the file that holds them all when they lie close together (QEMU writes them in pfn
         order), read one by one otherwise."""
         for offset, size, _ in keys:
-            if not 0 < size <= PAGE_SIZE:
+            if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
                 raise fail(self.where, f"corrupt page descriptor near pfn {pfn:#x} (offset {offset:#x}, size {size})")
         if not keys:
             return []
         low = min(o for o, _, _ in keys)
         high = max(o + s for o, s, _ in keys)
-        if high - low > 2 * sum(s for _, s, _ in keys) + BATCH_SLACK or high > self.layout.size:
-            return [self._read_stored(o, s) for o, s, _ in keys]
+        if high - low > 2 * sum(s for _, s, _ in keys) + BATCH_SLACK:
+            return [self.layout.pread(o, s) for o, s, _ in keys]
         blob = memoryview(self.layout.pread(low, high - low))
         return [blob[o - low : o - low + s] for o, s, _ in keys]
 
@@ -275,12 +268,12 @@ class KdumpImage:
                 pass  # found and named page by page below
         return [self._decode_bytes(pfn + i, data, f) for (i, (_, _, f)), data in zip(todo, stored)]
 
-    def _read_stored(self, offset: int, size: int) -> bytes:
+    def _read_stored(self, offset: int, size: int, pfn: int) -> bytes:
         if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
-            raise fail(self.where, f"corrupt page descriptor (offset {offset:#x}, size {size})")
+            raise fail(self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {offset:#x}, size {size})")
         return self.layout.pread(offset, size)
 
-    def _decode_bytes(self, pfn: int, data: bytes | memoryview, flags: int) -> bytes | memoryview:
+    def _decode_bytes(self, pfn: int, data: bytes | memoryview, flags: int) -> bytes:
         try:
             if flags & COMPRESSION_MASK == DUMP_DH_COMPRESSED_ZLIB:
                 # the common case, without decompress_page's call and copy per page

@@ -123,8 +123,9 @@ def real_mount(vfsmnt: Pointer | Struct) -> Struct:
     return vfsmnt.prog_.container_of(_addr(vfsmnt), "mount", "mnt")
 
 
-def _decode(raw: bytes) -> str:
-    # Paths are bytes in Linux; keep undecodable bytes reversible rather than failing.
+def kernel_text(raw: bytes) -> str:
+    """A kernel name or path (bytes in Linux) as text; undecodable bytes are kept reversibly
+    (surrogateescape) rather than failing."""
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -140,7 +141,7 @@ def _d_dname_name(prog: Program, dentry: Struct) -> tuple[str, bool] | None:
         return None
     inode = dentry.d_inode
     ino = inode.i_ino if inode else 0
-    name = _decode(dentry_name(dentry))
+    name = kernel_text(dentry_name(dentry))
 
     def is_fn(sym: str) -> bool:
         return prog.has_symbol(sym) and prog.symbol_address(sym) == fn
@@ -154,7 +155,7 @@ def _d_dname_name(prog: Program, dentry: Struct) -> tuple[str, bool] | None:
     if is_fn("ns_dname"):
         # fs/nsfs.c: d_fsdata is the namespace type's struct proc_ns_operations
         ops = prog.pointer("proc_ns_operations", int(dentry.d_fsdata))
-        ns_name = _decode(ops.name.string_(64)) if ops else "?"
+        ns_name = kernel_text(ops.name.string_(64)) if ops else "?"
         return f"{ns_name}:[{ino}]", False
     if is_fn("simple_dname"):
         # fs/d_path.c: "/" + d_name + " (deleted)", for pseudo files of an internal mount
@@ -182,7 +183,7 @@ def _names_to_fs_root(dentry: Struct) -> list[str]:
                 f"dentry 0x{dentry.address_:x}: d_parent chain loops or is deeper than {MAX_COMPONENTS} components"
             )
         seen.add(d.address_)
-        name = _decode(dentry_name(d))
+        name = kernel_text(dentry_name(d))
         total += len(name) + 1
         if total > PATH_MAX:
             raise GuestDataError(f"dentry 0x{dentry.address_:x}: path longer than PATH_MAX ({PATH_MAX})")
@@ -250,7 +251,7 @@ def _prepend_path(
             return names, root is None and bool(mnt.mnt_ns)
         if parent == d_addr or not parent:
             return names, False  # escaped: a disconnected dentry or one outside the root
-        name = _decode(dentry_name(dentry))
+        name = kernel_text(dentry_name(dentry))
         total += len(name.encode("utf-8", "surrogateescape")) + 1
         if total > PATH_MAX:
             raise GuestDataError(f"d_path of dentry 0x{start:x}: longer than PATH_MAX ({PATH_MAX})")

@@ -16,7 +16,7 @@ from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 from ..ds.rbtree import rb_inorder
-from .dcache import dentry_path, kdev_major, kdev_minor, mount_point_path
+from .dcache import dentry_path, kdev_major, kdev_minor, kernel_text, mount_point_path
 from .fs_options import sb_fs_options
 
 __all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", "task_mnt_ns"]
@@ -111,19 +111,15 @@ def _check_count(count: int, name: str) -> None:
         raise GuestDataError(f"{name}: the namespace counts {count} mounts (1 to {MAX_NAMESPACE_MOUNTS} are possible)")
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
-
-
 def mount_info(mount: Struct, root: Struct) -> MountInfo:
     """What mountinfo says of a ``struct mount`` to a task whose root is the ``struct path``
     `root` (mount points are relative to it)."""
     sb = mount.mnt.mnt_sb.deref()
     master = mount.mnt_master
     subtype = sb.s_subtype
-    fstype = _text(sb.s_type.name.string_(64))
+    fstype = kernel_text(sb.s_type.name.string_(64))
     if subtype:
-        fstype += "." + _text(subtype.string_(64))
+        fstype += "." + kernel_text(subtype.string_(64))
     devname = mount.mnt_devname
     mnt_flags = int(mount.mnt.mnt_flags)
     return MountInfo(
@@ -136,7 +132,7 @@ def mount_info(mount: Struct, root: Struct) -> MountInfo:
         shared_group=int(mount.mnt_group_id) if mnt_flags & MNT_SHARED else None,
         master_group=int(master.mnt_group_id) if master else None,
         fstype=fstype,
-        source=_text(devname.string_(4096)) if devname else "none",
+        source=kernel_text(devname.string_(4096)) if devname else "none",
         sb_flags=int(sb.s_flags),
         fs_options=sb_fs_options(sb),
     )
