@@ -10,9 +10,8 @@ number is refused.
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...errors import GuestDataError
+from ...state.ns import MountInfo
 from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 from ..ds.rbtree import rb_inorder
@@ -51,26 +50,6 @@ SB_RDONLY = 0x01
 SB_OPTION_NAMES = ((0x10, "sync"), (0x80, "dirsync"), (0x40, "mand"), (1 << 25, "lazytime"))
 #: fs/proc_namespace.c mangle(): characters mountinfo writes as \ooo
 _MANGLED = " \t\n\\"
-
-
-@dataclasses.dataclass(frozen=True)
-class MountInfo:
-    """One mount as a line of /proc/PID/mountinfo describes it, less the file system's own
-    options. `mount_point` is None for a mount the task's root does not reach (mountinfo
-    leaves it out)."""
-
-    mnt_id: int
-    parent_id: int
-    dev: int  # the super block's s_dev, in the kernel's encoding (MAJOR << 20 | MINOR)
-    root: str  # mnt_root inside its file system
-    mount_point: str | None
-    mnt_flags: int
-    shared_group: int | None  # shared:N
-    master_group: int | None  # master:N (a slave of that peer group)
-    fstype: str
-    source: str
-    sb_flags: int
-    fs_options: str | None  # the file system's own ("size=65536k,mode=755"); None: not known
 
 
 def task_mnt_ns(task: Struct) -> Pointer | None:
