@@ -126,7 +126,7 @@ def runc_containers(prog: Program) -> dict[int, RuncContainer]:
 def runc_container_ids(prog: Program) -> dict[int, str]:
     """The id of each runc container in the guest, keyed by the global PID of its first
     process."""
-    return {pid: container.ident for pid, container in runc_containers(prog).items()}
+    return {container.init_pid: container.ident for container in runc_containers(prog).values()}
 
 
 def _string_list(container: RuncContainer, key: str) -> list[str]:
