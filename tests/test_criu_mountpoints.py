@@ -4,6 +4,8 @@ container on both kernels."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from google.protobuf import json_format
 
@@ -56,4 +58,4 @@ def test_a_mount_outside_the_containers_root_or_of_an_unknown_file_system_is_ref
         mnt_entry(outside)
     proc = next(m for m in mounts if m.fstype == "proc" and m.mount_point == "/proc")
     with pytest.raises(UnsavedMount, match="ext4 on /proc\\): a file system not saved"):
-        mnt_entry(type(proc)(**{**proc.__dict__, "fstype": "ext4"}))
+        mnt_entry(dataclasses.replace(proc, fstype="ext4"))

@@ -128,7 +128,9 @@ class MountInfo:
     dev: int  # the super block's s_dev, in the kernel's encoding (MAJOR << 20 | MINOR)
     root: str  # mnt_root inside its file system
     mount_point: str | None
-    mnt_flags: int
+    # the per-mount options as mountinfo names them, "ro" or "rw" first ("rw", "nosuid", "relatime")
+    mount_options: tuple[str, ...]
+    unbindable: bool
     shared_group: int | None  # shared:N
     master_group: int | None  # master:N (a slave of that peer group)
     fstype: str

@@ -23,9 +23,6 @@ MS_FLAG_OF_MNT_OPTION = {
     "nodiratime": 0x800,
     "relatime": 0x200000,
 }
-# include/linux/mount.h: the per-mount bits those options come from
-_MNT_BITS = {"nosuid": 0x01, "nodev": 0x02, "noexec": 0x04, "noatime": 0x08, "nodiratime": 0x10, "relatime": 0x20}
-MNT_READONLY = 0x40
 # the super block flags criu keeps (parse_sb_opt): ro, sync, mand, dirsync, lazytime
 SB_FLAGS_KEPT = 0x1 | 0x10 | 0x40 | 0x80 | 0x2000000
 
@@ -34,12 +31,11 @@ class UnsavedMount(ValueError):
     """A mount mountpoints-N cannot describe (its message names the mount and why)."""
 
 
-def _ms_flags(mnt_flags: int) -> int:
-    flags = MS_RDONLY if mnt_flags & MNT_READONLY else 0
-    for name, bit in _MNT_BITS.items():
-        if mnt_flags & bit:
-            flags |= MS_FLAG_OF_MNT_OPTION[name]
-    if not mnt_flags & (_MNT_BITS["relatime"] | _MNT_BITS["noatime"]):
+def _ms_flags(mount_options: tuple[str, ...]) -> int:
+    flags = MS_RDONLY if "ro" in mount_options else 0
+    for name in mount_options:
+        flags |= MS_FLAG_OF_MNT_OPTION.get(name, 0)
+    if "relatime" not in mount_options and "noatime" not in mount_options:
         flags |= MS_STRICTATIME  # neither said: the kernel's default then is strict atime
     return flags
 
@@ -74,7 +70,7 @@ def mnt_entry(info: MountInfo, cgroup_root: str = "/", ext_key: str | None = Non
         mnt_id=info.mnt_id,
         root_dev=info.dev,
         parent_mnt_id=info.parent_id,
-        flags=_ms_flags(info.mnt_flags),
+        flags=_ms_flags(info.mount_options),
         root=root,
         mountpoint=info.mount_point,
         source=info.source,

@@ -101,13 +101,16 @@ def mount_info(mount: Struct, root: Struct) -> MountInfo:
         fstype += "." + kernel_text(subtype.string_(64))
     devname = mount.mnt_devname
     mnt_flags = int(mount.mnt.mnt_flags)
+    options: tuple[str, ...] = ("ro" if mnt_flags & MNT_READONLY else "rw",)
+    options += tuple(name for flag, name in MNT_OPTION_NAMES if mnt_flags & flag)
     return MountInfo(
         mnt_id=int(mount.mnt_id),
         parent_id=int(mount.mnt_parent.mnt_id),
         dev=int(sb.s_dev),
         root=dentry_path(mount.mnt.mnt_root),
         mount_point=mount_point_path(mount, root),
-        mnt_flags=mnt_flags,
+        mount_options=options,
+        unbindable=bool(mnt_flags & MNT_UNBINDABLE),
         shared_group=int(mount.mnt_group_id) if mnt_flags & MNT_SHARED else None,
         master_group=int(master.mnt_group_id) if master else None,
         fstype=fstype,
@@ -127,14 +130,12 @@ def mountinfo_line(info: MountInfo) -> str | None:
     mount the task does not reach."""
     if info.mount_point is None:
         return None
-    options = ["ro" if info.mnt_flags & MNT_READONLY else "rw"]
-    options += [name for flag, name in MNT_OPTION_NAMES if info.mnt_flags & flag]
     tags = []
     if info.shared_group is not None:
         tags.append(f"shared:{info.shared_group}")
     if info.master_group is not None:
         tags.append(f"master:{info.master_group}")
-    if info.mnt_flags & MNT_UNBINDABLE:
+    if info.unbindable:
         tags.append("unbindable")
     sb_options = ["ro" if info.sb_flags & SB_RDONLY else "rw"]
     sb_options += [name for flag, name in SB_OPTION_NAMES if info.sb_flags & flag]
@@ -147,7 +148,7 @@ def mountinfo_line(info: MountInfo) -> str | None:
             f"{kdev_major(info.dev)}:{kdev_minor(info.dev)}",
             _mangle(info.root),
             _mangle(info.mount_point),
-            ",".join(options),
+            ",".join(info.mount_options),
             *tags,
             "-",
             _mangle(info.fstype),
