@@ -22,10 +22,30 @@ WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 # nfnetlink: criu's kernel feature probe fails without them; veth: container network namespaces.
 # unix_diag, tcp_diag, udp_diag: criu finds UNIX and IPv4/IPv6 sockets through sock_diag
 GUEST_MODULES = ["qemu_fw_cfg", "virtio_pci", "virtio_blk", "nf_tables", "veth", "unix_diag", "tcp_diag", "udp_diag"]
+# `runc checkpoint` of a container with its own network namespace: criu locks that namespace's
+# network with iptables-restore (legacy backend: the CRIU chain on INPUT/OUTPUT, `-m mark`)
+GUEST_MODULES += ["x_tables", "ip_tables", "iptable_filter", "ip6_tables", "ip6table_filter", "xt_mark"]
+# and, for a network namespace in the dumped tree, every socket kind must be collectable (a missing
+# sock_diag module is fatal there, unlike in criu's own namespace): raw, packet and netlink sockets
+GUEST_MODULES += ["raw_diag", "af_packet_diag", "netlink_diag"]
+# criu dumps a network namespace's conntrack entries and expectations over ctnetlink
+GUEST_MODULES += ["nf_conntrack_netlink"]
 
 BUSYBOX = "/bin/busybox"
 CRIU = "/usr/sbin/criu"
 RUNC = "/usr/sbin/runc"
+# iptables (legacy) for criu's network lock of a container's network namespace (runc always passes
+# --empty-ns network, so iptables-save is not run for runc checkpoint; the -save names are spare)
+XTABLES_MULTI = "/usr/sbin/xtables-legacy-multi"
+XTABLES_NAMES = [
+    f"{v}tables{s}" for v in ("ip", "ip6") for s in ("", "-restore", "-save", "-legacy", "-legacy-restore", "-legacy-save")
+]
+XTABLES_LIBDIR = "/usr/lib/x86_64-linux-gnu/xtables"
+XTABLES_EXTENSIONS = ["libxt_standard.so", "libxt_mark.so"]
+# other host tools criu runs (looked up on PATH; busybox's lack the options criu uses)
+# GNU tar: criu archives a dumped tmpfs (the container's /dev, /dev/shm, masked dirs) with
+# `tar --create --gzip --sparse ...`, options busybox's tar lacks
+EXTRA_TOOLS = ["/usr/bin/tar"]
 # runc-box's bundle config: `runc spec` of the pinned runc, with the corpus's changes
 RUNC_CONFIG = GUEST_DIR / "runc-config.json"
 # the job scripts' own C helpers (/bin/NAME for guest/NAME.c)
@@ -44,6 +64,7 @@ def workload_scripts() -> list[Path]:
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
+    host_tools.append(_version_line([XTABLES_MULTI, "iptables", "--version"]))
     inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + GUEST_TOOLS + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
@@ -127,9 +148,14 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     archive.file("init", (GUEST_DIR / "init.sh").read_bytes(), 0o755)
 
     libs = set()
-    for tool in (CRIU, RUNC):
+    for tool in (CRIU, RUNC, XTABLES_MULTI, *EXTRA_TOOLS):
         add_host_path(archive, tool)
         libs.update(shared_libraries(Path(tool)))
+    for name in XTABLES_NAMES:
+        archive.symlink(f"usr/sbin/{name}", "xtables-legacy-multi")
+    for ext in XTABLES_EXTENSIONS:
+        add_host_path(archive, f"{XTABLES_LIBDIR}/{ext}")
+        libs.update(shared_libraries(Path(XTABLES_LIBDIR) / ext))
     archive.directory("etc/ovm")
     archive.file("etc/ovm/runc-config.json", RUNC_CONFIG.read_bytes())
     for name, binary in binaries.items():

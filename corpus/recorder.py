@@ -95,6 +95,7 @@ def recording_key(kernel: kernels.UnpackedKernel, workload: Workload, take: int 
         + ((workload.moment, take) if workload.moment != "stopped" else ())
         + ((workload.criu_options,) if workload.criu_options else ())
         + (() if workload.golden else ("no golden",))
+        + ((workload.golden_tool,) if workload.golden_tool != "criu" else ())
     )
     return cache.digest(
         str(RECORDING_FORMAT),
@@ -228,7 +229,7 @@ def _record_into(
             "HIGH_PID": HIGH_PID,
             "SETTLE": workload.settle_seconds,
             "CRIU_DUMP_OPTS": workload.criu_options,
-            "CRIU_GOLDEN": "yes" if workload.golden else "no",
+            "CRIU_GOLDEN": (workload.golden_tool if workload.golden_tool != "criu" else "yes") if workload.golden else "no",
             "MOMENT": workload.moment,
         },
     )

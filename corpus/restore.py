@@ -62,6 +62,7 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
                 "RUN_AFTER_RESTORE": workload.run_after_restore,
                 "RESTORE_PREPARE": workload.restore_prepare,
                 "CRIU_RESTORE_OPTS": workload.criu_options,
+                "GOLDEN_TOOL": workload.golden_tool,
             },
         )
         jobs.write_input_disk(

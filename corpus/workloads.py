@@ -92,6 +92,9 @@ class Workload:
     # False for a tree criu dump refuses too (nested namespaces): it is recorded without
     # golden images, and only a dump's refusal of it is tested
     golden: bool = True
+    # "criu": golden images from `criu dump -t ROOT`; "runc": from `runc checkpoint` of the
+    # workload's runc container
+    golden_tool: Literal["criu", "runc"] = "criu"
 
     @property
     def log_name(self) -> str:
@@ -183,7 +186,8 @@ _STOPPED = {
             "runc",
             "runc-box",
             root_key="container_init",
-            golden=False,
+            golden_tool="runc",
+            restore_prepare="runc-box prepare",
             description="pipetree in a container runc makes from its default spec (mount, UTS, IPC, network,"
             " PID and cgroup namespaces; a dump must refuse the mount, network and cgroup ones by name)",
         ),

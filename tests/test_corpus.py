@@ -92,9 +92,14 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     files = {f["path"]: f for f in m["files"]}
     log = files[f"/run/ovm/{workload}.log"]
     stdout = next(fd for fd in m["member_details"][str(root["pid"])]["fds"] if fd["fd"] == 1)
-    assert stdout["target"] == log["path"]
-    # the log is copied after criu's dump: a tree that runs on may have written more by then
-    assert stdout["pos"] == log["size"] if m["moment"] == "stopped" else stdout["pos"] <= log["size"]
+    if get_workload(workload).golden_tool == "runc":
+        # runc's container writes to a pipe that a cat outside appends to the log (criu cannot
+        # checkpoint a file outside the container's mounts)
+        assert stdout["target"].startswith("pipe:["), stdout
+    else:
+        assert stdout["target"] == log["path"]
+        # the log is copied after criu's dump: a tree that runs on may have written more by then
+        assert stdout["pos"] == log["size"] if m["moment"] == "stopped" else stdout["pos"] <= log["size"]
     assert m["ready"].startswith("READY")
 
 

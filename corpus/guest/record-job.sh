@@ -53,6 +53,22 @@ rc=0
 if [ "$CRIU_GOLDEN" = yes ]; then
     criu dump -t "$ROOT" -D /run/ovm/golden -o dump.log -v4 --leave-running $CRIU_DUMP_OPTS
     rc=$?
+elif [ "$CRIU_GOLDEN" = runc ]; then
+    # a runc container: `runc checkpoint` (criu swrk underneath) run as runc-box.sh runs runc,
+    # from its chroot; the image and work directories live inside that sysroot
+    SYSROOT=/run/runc-sysroot
+    mkdir -p "$SYSROOT/ovm-checkpoint/images" "$SYSROOT/ovm-checkpoint/work"
+    # (in a mount namespace of its own with the sysroot moved onto /, as runc-box.sh runs runc;
+    # GNU tar in /usr/bin before busybox's for criu). runc always passes criu --empty-ns network:
+    # the network namespace is recreated empty on restore, only its conntrack table is dumped.
+    PATH=/usr/sbin:/usr/bin:/sbin:/bin unshare -m --propagation private sh -c "cd '$SYSROOT' &&
+        mount --move . / && exec chroot . /usr/sbin/runc --root /run/runc checkpoint --leave-running \
+        --image-path /ovm-checkpoint/images --work-path /ovm-checkpoint/work $CRIU_DUMP_OPTS ovm-runc" \
+        >facts/runc-checkpoint.out 2>&1
+    rc=$?
+    cp -a "$SYSROOT/ovm-checkpoint/images/." /run/ovm/golden/
+    cp "$SYSROOT/ovm-checkpoint/work/dump.log" /run/ovm/golden/dump.log 2>/dev/null
+    ls -la "$SYSROOT/ovm-checkpoint/images" "$SYSROOT/ovm-checkpoint/work" > facts/runc-checkpoint.ls 2>&1
 fi
 echo "OVM-JOB: criu dump exited $rc"
 echo "criu_dump_rc=$rc seconds=$(( $(date +%s) - start ))" > facts/criu

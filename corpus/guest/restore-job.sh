@@ -5,8 +5,34 @@ tar -x -f /run/ovm/in/files.tar -C /run/ovm || fail "cannot unpack the workload'
 eval "$RESTORE_PREPARE"
 BEFORE=$(wc -c < "$W.log")
 mkdir -p out
+if [ "$GOLDEN_TOOL" = runc ]; then
+    # `runc restore` of a `runc checkpoint`, run as runc-box.sh runs runc (RESTORE_PREPARE made
+    # its sysroot and bundle); the container's stdio again pipes, stdout to a cat appending to
+    # the workload log (runc hands its own stdio to criu for the pipes in descriptors.json)
+    SYSROOT=/run/runc-sysroot
+    mkdir -p "$SYSROOT/ovm-checkpoint/work"
+    cp -a /run/ovm/in/images "$SYSROOT/ovm-checkpoint/images"
+    rm -f /run/ovm/out/runc-restore.rc
+    true | {
+        PATH=/usr/sbin:/usr/bin:/sbin:/bin unshare -m --propagation private sh -c "cd '$SYSROOT' &&
+            mount --move . / && exec chroot . /usr/sbin/runc --root /run/runc restore --detach \
+            --pid-file /run/ovm-runc.pid --image-path /ovm-checkpoint/images --work-path /ovm-checkpoint/work \
+            --bundle /bundle $CRIU_RESTORE_OPTS ovm-runc" 2>/run/ovm/out/runc-restore.err
+        echo $? > /run/ovm/out/runc-restore.rc
+    } | cat >> "/run/ovm/$W.log" &
+    i=0
+    until [ -s /run/ovm/out/runc-restore.rc ]; do
+        i=$((i + 1)); [ $i -gt 1200 ] && break
+        sleep 0.1
+    done
+    rc=$(cat /run/ovm/out/runc-restore.rc 2>/dev/null || echo timeout)
+    cp "$SYSROOT/ovm-checkpoint/work/restore.log" /run/ovm/out/restore.log 2>/dev/null
+    cp "$SYSROOT/run/ovm-runc.pid" /run/ovm/out/root.pid 2>/dev/null
+    [ "$rc" = 0 ] || rc=1
+else
 criu restore -D /run/ovm/in/images -o /run/ovm/out/restore.log -v4 -d --pidfile /run/ovm/out/root.pid $CRIU_RESTORE_OPTS
 rc=$?
+fi
 if [ $rc -ne 0 ]; then
     tar -c -f /dev/vdb out
     fail "criu restore exited $rc: $(grep Error /run/ovm/out/restore.log | tail -n 3 | tr '\n' ' ')"

@@ -28,12 +28,33 @@ cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
 for d in proc sys dev run tmp; do mkdir -p "$ROOTFS/$d"; done
 cp /etc/ovm/runc-config.json "$SYSROOT$BUNDLE/config.json"
+# `runc-box prepare`: only the sysroot and the bundle, for a `runc restore` of the container
+[ "${1:-}" = prepare ] && exit 0
 
-# the container's stdout and stderr are this script's (the workload log): runc passes its own
-# on to a detached container that has no terminal
-chroot "$SYSROOT" /usr/sbin/runc --root /run/runc run --detach --pid-file /run/$ID.pid --bundle "$BUNDLE" $ID \
-    </dev/null || { echo "SETUP FAIL runc run exited $?"; exit 1; }
+# runc runs in a mount namespace of its own where the sysroot is moved onto / (as switch_root
+# does): the container's root, after pivot_root, is then mounted on / of its namespace's root
+# mount, as on a machine with a root disk; criu's dump (runc checkpoint) refuses a container
+# root mounted anywhere else ("The root task has another root than mntns").
+#
+# runc passes its own stdin, stdout and stderr on to a detached container that has no terminal.
+# They are pipes, as containerd gives: stdin one with no writer, stdout and stderr one to a cat
+# that appends to this script's output (the workload log). criu dumps pipes; a file outside the
+# container's mounts (the log itself, /dev/null) it cannot.
 LOG=$(readlink /proc/$$/fd/1)
+rm -f "/run/$ID.rc"
+true | {
+    unshare -m --propagation private sh -c "cd '$SYSROOT' && mount --move . / && exec chroot . \
+        /usr/sbin/runc --root /run/runc run --detach --pid-file /run/$ID.pid --bundle '$BUNDLE' $ID" 2>&1
+    echo $? > "/run/$ID.rc"
+} | cat >> "$LOG" &
+i=0
+until [ -s "/run/$ID.rc" ]; do
+    i=$((i + 1))
+    [ $i -gt 600 ] && { echo "SETUP FAIL runc run did not finish"; exit 1; }
+    sleep 0.1
+done
+rc=$(cat "/run/$ID.rc")
+[ "$rc" = 0 ] || { echo "SETUP FAIL runc run exited $rc"; exit 1; }
 i=0
 until grep -qs '^READY root=1 ' "$LOG"; do
     i=$((i + 1))

@@ -15,6 +15,7 @@ names nothing; a file that cannot be read or parsed is skipped with a warning.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -26,8 +27,9 @@ from ..kernel.fs.fs_struct import fs_root, task_fs
 from ..kernel.fs.namei import WalkBudget, dentry_children, lookup_cached, mount_tree
 from ..kernel.mm.pagecache import read_cached
 from ..kernel.task.tasks import find_task, task_start_ticks
+from ..state import MountInfo
 
-__all__ = ["RUNC_ROOTS", "runc_container_ids"]
+__all__ = ["RUNC_ROOTS", "RuncContainer", "runc_container_ids", "runc_containers", "runc_external_mounts"]
 
 log = logging.getLogger("ovm_offline")
 
@@ -87,11 +89,21 @@ def _live_init_pid(prog: Program, state: dict, ident: str) -> int | None:
     return pid if task is not None and task_start_ticks(task) == start else None
 
 
-def runc_container_ids(prog: Program) -> dict[int, str]:
-    """The id of each runc container in the guest, keyed by the global PID of its first
-    process (the PID namespace runc ran in is taken to be the initial one). The whole search
-    reads at most one `WalkBudget` of dentries and mounts."""
-    ids: dict[int, str] = {}
+@dataclasses.dataclass(frozen=True)
+class RuncContainer:
+    """A live runc container: its id, its first process's global PID, and runc's state.json
+    as the guest holds it (untrusted: read its fields through the functions below)."""
+
+    ident: str
+    init_pid: int
+    state: dict
+
+
+def runc_containers(prog: Program) -> dict[int, RuncContainer]:
+    """Each runc container in the guest, keyed by the global PID of its first process (the
+    PID namespace runc ran in is taken to be the initial one). The whole search reads at most
+    one `WalkBudget` of dentries and mounts."""
+    found: dict[int, RuncContainer] = {}
     budget = WalkBudget()
     for state_root in _state_roots(prog, budget):
         for container in dentry_children(state_root, budget):
@@ -106,6 +118,28 @@ def runc_container_ids(prog: Program) -> dict[int, str]:
                 log.warning("runc state of container %r skipped: %s", ident, e)
                 continue
             pid = _live_init_pid(prog, state or {}, ident)
-            if pid is not None:
-                ids[pid] = ident
-    return ids
+            if pid is not None and state is not None:
+                found[pid] = RuncContainer(ident, pid, state)
+    return found
+
+
+def runc_container_ids(prog: Program) -> dict[int, str]:
+    """The id of each runc container in the guest, keyed by the global PID of its first
+    process."""
+    return {container.init_pid: container.ident for container in runc_containers(prog).values()}
+
+
+def _string_list(container: RuncContainer, key: str) -> list[str]:
+    config = container.state.get("config")
+    value = config.get(key, []) if isinstance(config, dict) else None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise GuestDataError(f"runc state of container {container.ident!r}: config.{key} is not a list of paths")
+    return value
+
+
+def runc_external_mounts(container: RuncContainer, mounts: list[MountInfo]) -> dict[str, str]:
+    """The mounts `runc checkpoint` names external to criu, as {mount point: key}: each masked
+    path that is a file, hidden by a bind mount of /dev/null (a masked directory gets a tmpfs
+    of its own, which criu saves)."""
+    masked = set(_string_list(container, "mask_paths"))
+    return {m.mount_point: "/dev/null" for m in mounts if m.mount_point in masked and m.root != "/"}

@@ -17,6 +17,7 @@ from .ns import (
     CgroupProperty,
     IpcNamespaceState,
     IpcShmSegment,
+    MountInfo,
     NamespaceIds,
     TreeNamespaces,
     UtsNamespaceState,
@@ -25,6 +26,7 @@ from .process import ProcessState, TaskStateName
 from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SigAction, ThreadState
 
 __all__ = [
+    "MountInfo",
     "UserWrite",
     "TaskStateName",
     "VmaKind",

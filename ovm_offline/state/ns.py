@@ -117,6 +117,28 @@ class UtsNamespaceState:
     domainname: str
 
 
+@dataclasses.dataclass(frozen=True)
+class MountInfo:
+    """One mount as a line of /proc/PID/mountinfo describes it, less the file system's own
+    options. `mount_point` is None for a mount the task's root does not reach (mountinfo
+    leaves it out)."""
+
+    mnt_id: int
+    parent_id: int
+    dev: int  # the super block's s_dev, in the kernel's encoding (MAJOR << 20 | MINOR)
+    root: str  # mnt_root inside its file system
+    mount_point: str | None
+    # the per-mount options as mountinfo names them, "ro" or "rw" first ("rw", "nosuid", "relatime")
+    mount_options: tuple[str, ...]
+    unbindable: bool
+    shared_group: int | None  # shared:N
+    master_group: int | None  # master:N (a slave of that peer group)
+    fstype: str
+    source: str
+    sb_flags: int
+    fs_options: str | None  # the file system's own ("size=65536k,mode=755"); None: not known
+
+
 @dataclasses.dataclass
 class TreeNamespaces:
     """The namespaces of its own a dumped tree lives in and CRIU saves (None: the tree shares

@@ -10,9 +10,8 @@ number is refused.
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...errors import GuestDataError
+from ...state.ns import MountInfo
 from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 from ..ds.rbtree import rb_inorder
@@ -51,26 +50,6 @@ SB_RDONLY = 0x01
 SB_OPTION_NAMES = ((0x10, "sync"), (0x80, "dirsync"), (0x40, "mand"), (1 << 25, "lazytime"))
 #: fs/proc_namespace.c mangle(): characters mountinfo writes as \ooo
 _MANGLED = " \t\n\\"
-
-
-@dataclasses.dataclass(frozen=True)
-class MountInfo:
-    """One mount as a line of /proc/PID/mountinfo describes it, less the file system's own
-    options. `mount_point` is None for a mount the task's root does not reach (mountinfo
-    leaves it out)."""
-
-    mnt_id: int
-    parent_id: int
-    dev: int  # the super block's s_dev, in the kernel's encoding (MAJOR << 20 | MINOR)
-    root: str  # mnt_root inside its file system
-    mount_point: str | None
-    mnt_flags: int
-    shared_group: int | None  # shared:N
-    master_group: int | None  # master:N (a slave of that peer group)
-    fstype: str
-    source: str
-    sb_flags: int
-    fs_options: str | None  # the file system's own ("size=65536k,mode=755"); None: not known
 
 
 def task_mnt_ns(task: Struct) -> Pointer | None:
@@ -122,13 +101,16 @@ def mount_info(mount: Struct, root: Struct) -> MountInfo:
         fstype += "." + kernel_text(subtype.string_(64))
     devname = mount.mnt_devname
     mnt_flags = int(mount.mnt.mnt_flags)
+    options: tuple[str, ...] = ("ro" if mnt_flags & MNT_READONLY else "rw",)
+    options += tuple(name for flag, name in MNT_OPTION_NAMES if mnt_flags & flag)
     return MountInfo(
         mnt_id=int(mount.mnt_id),
         parent_id=int(mount.mnt_parent.mnt_id),
         dev=int(sb.s_dev),
         root=dentry_path(mount.mnt.mnt_root),
         mount_point=mount_point_path(mount, root),
-        mnt_flags=mnt_flags,
+        mount_options=options,
+        unbindable=bool(mnt_flags & MNT_UNBINDABLE),
         shared_group=int(mount.mnt_group_id) if mnt_flags & MNT_SHARED else None,
         master_group=int(master.mnt_group_id) if master else None,
         fstype=fstype,
@@ -148,14 +130,12 @@ def mountinfo_line(info: MountInfo) -> str | None:
     mount the task does not reach."""
     if info.mount_point is None:
         return None
-    options = ["ro" if info.mnt_flags & MNT_READONLY else "rw"]
-    options += [name for flag, name in MNT_OPTION_NAMES if info.mnt_flags & flag]
     tags = []
     if info.shared_group is not None:
         tags.append(f"shared:{info.shared_group}")
     if info.master_group is not None:
         tags.append(f"master:{info.master_group}")
-    if info.mnt_flags & MNT_UNBINDABLE:
+    if info.unbindable:
         tags.append("unbindable")
     sb_options = ["ro" if info.sb_flags & SB_RDONLY else "rw"]
     sb_options += [name for flag, name in SB_OPTION_NAMES if info.sb_flags & flag]
@@ -168,7 +148,7 @@ def mountinfo_line(info: MountInfo) -> str | None:
             f"{kdev_major(info.dev)}:{kdev_minor(info.dev)}",
             _mangle(info.root),
             _mangle(info.mount_point),
-            ",".join(options),
+            ",".join(info.mount_options),
             *tags,
             "-",
             _mangle(info.fstype),

@@ -1,0 +1,93 @@
+"""The mount namespace: mountpoints-N.img, one mnt_entry per mount, as criu 3.17's
+mount.c dump_mnt_ns writes it (entries in the reverse of mountinfo's order)."""
+
+from __future__ import annotations
+
+from ...state import MountInfo
+from .common import N
+
+__all__ = ["CRIU_FSTYPES", "MS_FLAG_OF_MNT_OPTION", "UnsavedMount", "mnt_entry", "mountpoints_entries"]
+
+#: criu's fstype codes (images/mnt.proto) of the file systems whose mounts we save, as its own
+#: dump of the corpus's runc container writes them; a mount of another file system is refused
+CRIU_FSTYPES = {"proc": 1, "sysfs": 2, "devtmpfs": 3, "tmpfs": 5, "devpts": 6, "mqueue": 14, "cgroup2": 23}
+
+# criu's parse_mnt_flags: mountinfo's per-mount options as MS_* flags
+MS_RDONLY = 0x1
+MS_STRICTATIME = 0x1000000
+MS_FLAG_OF_MNT_OPTION = {
+    "nosuid": 0x2,
+    "nodev": 0x4,
+    "noexec": 0x8,
+    "noatime": 0x400,
+    "nodiratime": 0x800,
+    "relatime": 0x200000,
+}
+# the super block flags criu keeps (parse_sb_opt): ro, sync, mand, dirsync, lazytime
+SB_FLAGS_KEPT = 0x1 | 0x10 | 0x40 | 0x80 | 0x2000000
+
+
+class UnsavedMount(ValueError):
+    """A mount mountpoints-N cannot describe (its message names the mount and why)."""
+
+
+def _ms_flags(mount_options: tuple[str, ...]) -> int:
+    flags = MS_RDONLY if "ro" in mount_options else 0
+    for name in mount_options:
+        flags |= MS_FLAG_OF_MNT_OPTION.get(name, 0)
+    if "relatime" not in mount_options and "noatime" not in mount_options:
+        flags |= MS_STRICTATIME  # neither said: the kernel's default then is strict atime
+    return flags
+
+
+def _options(info: MountInfo) -> str:
+    if info.fs_options is None:
+        raise UnsavedMount(f"mount {info.mnt_id} ({info.fstype} on {info.mount_point}): its options are not known")
+    if info.fstype == "devpts":
+        # criu mounts devpts again as a new instance, and says so in the options it keeps
+        return ",".join(o for o in (info.fs_options, "newinstance") if o)
+    return info.fs_options
+
+
+def mnt_entry(info: MountInfo, cgroup_root: str = "/", ext_key: str | None = None) -> N.mnt_entry:
+    """The mnt_entry of one mount; `cgroup_root` is the cgroup namespace's root, which a
+    cgroup2 mount's root is written relative to; `ext_key` names the mount as external (what
+    the restoring side binds in its place, as `criu --external mnt[POINT]:KEY` names it)."""
+    if info.mount_point is None:
+        raise UnsavedMount(f"mount {info.mnt_id} ({info.fstype}): outside the tree's root")
+    code = CRIU_FSTYPES.get(info.fstype)
+    if code is None:
+        raise UnsavedMount(f"mount {info.mnt_id} ({info.fstype} on {info.mount_point}): a file system not saved")
+    root = info.root
+    if info.fstype == "cgroup2" and cgroup_root != "/":
+        if root != cgroup_root and not root.startswith(cgroup_root + "/"):
+            raise UnsavedMount(
+                f"mount {info.mnt_id} (cgroup2 on {info.mount_point}): root {root} outside {cgroup_root}"
+            )
+        root = root[len(cgroup_root) :] or "/"
+    entry = N.mnt_entry(
+        fstype=code,
+        mnt_id=info.mnt_id,
+        root_dev=info.dev,
+        parent_mnt_id=info.parent_id,
+        flags=_ms_flags(info.mount_options),
+        root=root,
+        mountpoint=info.mount_point,
+        source=info.source,
+        options=_options(info),
+        shared_id=info.shared_group or 0,
+        master_id=info.master_group or 0,
+        sb_flags=info.sb_flags & SB_FLAGS_KEPT,
+    )
+    if ext_key is not None:
+        entry.ext_key = ext_key
+    return entry
+
+
+def mountpoints_entries(
+    mounts: list[MountInfo], cgroup_root: str = "/", external: dict[str, str] | None = None
+) -> list[N.mnt_entry]:
+    """mountpoints-N's entries for the mounts of a namespace in mountinfo's order; `external`
+    maps a mount point to the key it is external by (a runtime's masked paths and bind mounts)."""
+    external = external or {}
+    return [mnt_entry(info, cgroup_root, external.get(info.mount_point or "")) for info in reversed(mounts)]
