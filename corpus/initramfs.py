@@ -38,7 +38,9 @@ RUNC = "/usr/sbin/runc"
 # --empty-ns network, so iptables-save is not run for runc checkpoint; the -save names are spare)
 XTABLES_MULTI = "/usr/sbin/xtables-legacy-multi"
 XTABLES_NAMES = [
-    f"{v}tables{s}" for v in ("ip", "ip6") for s in ("", "-restore", "-save", "-legacy", "-legacy-restore", "-legacy-save")
+    f"{v}tables{s}"
+    for v in ("ip", "ip6")
+    for s in ("", "-restore", "-save", "-legacy", "-legacy-restore", "-legacy-save")
 ]
 XTABLES_LIBDIR = "/usr/lib/x86_64-linux-gnu/xtables"
 XTABLES_EXTENSIONS = ["libxt_standard.so", "libxt_mark.so"]

@@ -204,6 +204,13 @@ def record_with_live_dump(kernel_name: str, workload_name: str, path: Path, dump
         return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
 
 
+def _golden_job_mode(workload: Workload) -> str:
+    """record-job.sh's CRIU_GOLDEN: "yes" (criu dump), "runc" (runc checkpoint) or "no"."""
+    if not workload.golden:
+        return "no"
+    return "yes" if workload.golden_tool == "criu" else workload.golden_tool
+
+
 def _record_into(
     path: Path,
     kernel_name: str,
@@ -229,7 +236,7 @@ def _record_into(
             "HIGH_PID": HIGH_PID,
             "SETTLE": workload.settle_seconds,
             "CRIU_DUMP_OPTS": workload.criu_options,
-            "CRIU_GOLDEN": (workload.golden_tool if workload.golden_tool != "criu" else "yes") if workload.golden else "no",
+            "CRIU_GOLDEN": _golden_job_mode(workload),
             "MOMENT": workload.moment,
         },
     )
