@@ -17,6 +17,7 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
+from .criu.build.mnt import UnsavedMount, mountpoints_entries
 from .errors import GuestDataError, MomentError, NoSuchProcess, OutputError, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
@@ -24,6 +25,7 @@ from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
 from .extract.namespaces import tree_namespaces
 from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
+from .extract.runtimes import runc_containers, runc_descriptors
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
 from .kernel.core.objects import Pointer, Struct
@@ -35,7 +37,7 @@ from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
 from .refusals import Refusal, decide, unencodable_text
 from .sources.base import PhysicalSource
-from .state import CgroupDir, Fd, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory
+from .state import CgroupDir, Fd, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory, TreeNamespaces
 
 __all__ = ["classify"]
 
@@ -206,6 +208,27 @@ def cgroup_dirs(
     return dirs
 
 
+def mount_refusals(root: ProcessState, namespaces: TreeNamespaces) -> list[Refusal]:
+    """The tree's own mount namespace checked against what mountpoints-N can describe."""
+    if namespaces.mnt is None:
+        return []
+    try:
+        mountpoints_entries(namespaces.mnt.mounts, namespaces.mnt.cgroup_root, namespaces.mnt.external)
+    except UnsavedMount as e:
+        why = f"PID {root.global_pid} ({root.comm}) is in a mount namespace with {e}"
+        return [Refusal(root.global_pid, root.comm, why)]
+    return []
+
+
+def runtime_descriptors(prog: Program, root: ProcessState, namespaces: TreeNamespaces) -> list[str] | None:
+    """descriptors.json for `runc restore` when the tree is a runc container whose mount
+    namespace is saved (only a runc container's is)."""
+    if namespaces.mnt is None:
+        return None
+    container = runc_containers(prog).get(root.global_pid)
+    return runc_descriptors(container) if container is not None else None
+
+
 @dataclasses.dataclass
 class Extraction:
     """Everything a dump writes, extracted, with the refusals met on the way."""
@@ -240,8 +263,10 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
     filekinds.leave_out_dangling_files(processes, refusals)
     root_namespaces = namespace_ids(prog["init_task"])
     namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem)
+    before_namespaces = len(refusals)
     refusals += [Refusal(r.pid, r.comm, r.why) for r in ns_refusals]
-    if ns_refusals:
+    refusals += mount_refusals(processes[0], namespaces)
+    if len(refusals) > before_namespaces:
         return Extraction(tree, processes, shared, None, refusals)
     cgroups = cgroup_dirs(prog, tree, processes)
     processes[0].ppid = 0  # the dumped tree's root has no parent in the images
@@ -252,6 +277,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
         boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
         cgroups=cgroups,
         namespaces=namespaces,
+        runtime_descriptors=runtime_descriptors(prog, processes[0], namespaces),
     )
     return Extraction(tree, processes, shared, dump_set, refusals)
 

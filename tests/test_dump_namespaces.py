@@ -2,7 +2,8 @@
 (utsns-N.img, restored with its names: tests/test_dump.py runs container-uts through every
 gate), and a tree in namespaces ovm-offline cannot save is refused by name, every one of them
 in one error, before anything is written (container-unsaved: mount and network namespaces of
-its own, a child in nested user, UTS and time namespaces)."""
+its own, a child in nested user, UTS and time namespaces). A container runc made has its mount,
+network and cgroup namespaces saved as `runc checkpoint` saves them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from corpus import kernels
 from ovm_offline.criu import images
 from ovm_offline.errors import ExitCode
 from tests.support.checks import assert_one_line_failure
-from tests.support.cli import ovm
+from tests.support.cli import ovm, tree_digest
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
@@ -62,8 +63,9 @@ def test_namespaces_that_cannot_be_saved_are_each_refused_by_name(recording, tmp
         assert result.returncode == ExitCode.UNSUPPORTED
         needles = [
             f"PID {init} (container) is in a mount namespace of its own (mnt:[{ns_init['mnt']}]);"
-            " ovm-offline cannot save mount namespaces yet",
-            f"PID {init} (container) is in a network namespace of its own (net:[{ns_init['net']}])",
+            " ovm-offline saves one only for a container runc made",
+            f"PID {init} (container) is in a network namespace of its own (net:[{ns_init['net']}]);"
+            " ovm-offline saves one only for a container runc made",
             f"PID {child} (container) is in another UTS namespace (uts:[{ns_child['uts']}]) than the dumped tree's"
             f" root PID {init} (uts:[{ns_init['uts']}]): nested UTS namespaces cannot be saved",
             f"PID {child} (container) is in another user namespace (user:[{ns_child['user']}])",
@@ -81,12 +83,14 @@ def test_namespaces_that_cannot_be_saved_are_each_refused_by_name(recording, tmp
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_a_container_runc_made_is_one_container_and_its_unsaved_namespaces_are_refused_by_name(
-    recording, tmp_path, kernel
+def test_a_container_runc_made_is_one_container_and_its_namespaces_are_saved_as_runc_checkpoint_saves_them(
+    recording, dumped, tmp_path, kernel
 ):
     """runc's default spec (workload `runc`): `ps` groups the container's processes as one
-    container, and `dump --container` names the mount, network and cgroup namespaces it cannot
-    save yet, writing nothing; the PID, IPC and UTS namespaces runc made are not named."""
+    container named by its runc id, and `dump --container` of that id writes the images of its
+    init's tree: mount namespace (mountpoints, tmpfs archives), cgroup namespace prefix, a
+    network namespace by id alone (runc recreates it), descriptors.json for `runc restore`.
+    tests/test_dump.py holds them to runc checkpoint's images and restores them with runc."""
     rec = recording(kernel, "runc")
     m = rec.manifest
     init = m["root_pid"]
@@ -105,14 +109,15 @@ def test_a_container_runc_made_is_one_container_and_its_unsaved_namespaces_are_r
 
     out = tmp_path / "out"
     result = ovm("dump", str(rec.elf), "--container", "runc:ovm-runc", "-D", str(out))
-    assert result.returncode == ExitCode.UNSUPPORTED
-    assert_one_line_failure(
-        result,
-        f"PID {init} (pipetree) is in a mount namespace of its own (mnt:[{ns['mnt']}]);"
-        " ovm-offline cannot save mount namespaces yet",
-        f"PID {init} (pipetree) is in a network namespace of its own (net:[{ns['net']}])",
-        f"PID {init} (pipetree) is in a cgroup namespace of its own (cgroup:[{ns['cgroup']}])",
-    )
-    assert "PID namespace" not in result.stderr and "IPC namespace" not in result.stderr
-    assert "UTS namespace" not in result.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == []
+    assert result.returncode == 0, result.stderr
+    assert tree_digest(out) == tree_digest(dumped(kernel, "runc"))
+    ids = _ids(out, 1)
+    inventory = images.read_image(out / images.INVENTORY.filename()).entries[0]
+    for kind in ("mnt", "net", "cgroup", "pid", "ipc", "uts"):
+        assert getattr(ids, f"{kind}_ns_id") != getattr(inventory.root_ids, f"{kind}_ns_id"), kind
+    assert [p.name for p in out.glob("mountpoints-*.img")] == [f"mountpoints-{ids.mnt_ns_id}.img"]
+    assert not list(out.glob("netns-*.img")), "runc recreates the network namespace: nothing of it is saved"
+    cgroup = images.read_image(out / images.CGROUP.filename()).entries[0]
+    assert {(c.path, c.cgns_prefix) for s in cgroup.sets for c in s.ctls} == {("/ovm-runc", len("/ovm-runc"))}
+    stdio = json.loads((out / "descriptors.json").read_text())
+    assert len(stdio) == 3 and all(d.startswith("pipe:[") for d in stdio)

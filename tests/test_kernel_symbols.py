@@ -381,6 +381,7 @@ MEMBER_TABLE_OF_FORMAT = {
     9: "afdd657910798b51",
     10: "e56d05eb0ded1987",
     11: "e3c5723b1ea81c86",
+    12: "ba774885370561d7",
 }
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "STATS",
     "TCP_STREAM",
     "TIMENS",
+    "TMPFS_DEV",
     "TTY_INFO",
     "UTSNS",
     "kind_for_filename",
@@ -159,11 +160,14 @@ TCP_STREAM = _k(
     "tcp-stream", "TCP_STREAM", 0x51465506, net_pb.tcp_stream_entry, "tcp-stream-{id}.img",
     single=True, payload_fields=("inq_len", "outq_len"), id_hex=True,
 )  # fmt: skip
+#: a tmpfs's files as `tar --create --gzip` writes them (criu 3.17 names it with ".img")
+TMPFS_DEV = _k("tmpfs-dev", "TMPFS_DEV", None, None, "tmpfs-dev-{id}.tar.gz.img")
 STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", single=True, prefix=SERVICE_MAGIC)
 
 KINDS: tuple[ImageKind, ...] = (
     INVENTORY, PSTREE, CORE, IDS, MM, PAGEMAP, PAGES, FDINFO, FILES, FS, TTY_INFO, TIMENS, CGROUP,
     SECCOMP, UTSNS, IPCNS_VAR, IPCNS_SHM, MOUNTPOINTS, NETNS, PIPES_DATA, FIFO_DATA, SK_QUEUES, TCP_STREAM, STATS,
+    TMPFS_DEV,
     # Images CRIU 3.17 reads but no longer writes by default (their entries moved into core and
     # files.img), and the rarer ones; listed so that any image in a directory decodes.
     _k("creds", "CREDS", 0x54023547, task_pb.creds_entry, "creds-{id}.img", single=True),
@@ -208,7 +212,6 @@ KINDS: tuple[ImageKind, ...] = (
     _k("iptables", "IPTABLES", None, None, "iptables-{id}.img"),
     _k("ip6tables", "IP6TABLES", None, None, "ip6tables-{id}.img"),
     _k("nftables", "NFTABLES", None, None, "nftables-{id}.img"),
-    _k("tmpfs-dev", "TMPFS_DEV", None, None, "tmpfs-dev-{id}.tar.gz.img"),
 )  # fmt: skip
 
 KINDS_BY_NAME: dict[str, ImageKind] = {k.name: k for k in KINDS}

@@ -9,6 +9,9 @@ Made for checking ovm-offline's output (OURS) against `criu dump` of the same tr
   cgroup set ids) are compared by what they refer to, not by number, so a consistent
   renumbering is no difference; file names that embed such ids (fdinfo-<files_id>.img,
   netns-<id>.img, ...) are matched the same way;
+* a tmpfs archive (tmpfs-dev-N.tar.gz.img) is compared member by member (type, mode,
+  owner, mtime, target, device, data), not byte by byte: tar and gzip write the same files
+  in different bytes;
 * memory is compared page by page after resolving pagemap runs to virtual addresses, so
   differently split runs or differently numbered pages-N.img files compare equal;
 * fields that cannot match between a memory snapshot and a live dump are listed in
@@ -20,8 +23,11 @@ from __future__ import annotations
 __all__ = ["DEFAULT_IGNORES", "DiffResult", "Difference", "IgnoreRule", "diff_dirs", "main"]
 
 import argparse
+import hashlib
+import io
 import re
 import sys
+import tarfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +36,7 @@ from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from ovm_offline.errors import ExitCode, OvmError
+from ovm_offline.errors import ExitCode, ImageError, OvmError
 
 from . import images, show
 from .diff_rules import (
@@ -378,6 +384,40 @@ def _first_difference(a: bytes | None, b: bytes | None) -> tuple[str, str]:
     return (f"+0x{i:03x}: {a[i : i + 8].hex()}", f"+0x{i:03x}: {b[i : i + 8].hex()}")
 
 
+#: what a tar member's entry says (tarfile.TarInfo's names); a regular file's data by digest
+_MEMBER_FIELDS = ("type", "mode", "uid", "gid", "mtime", "linkname", "devmajor", "devminor", "size")
+
+
+def _archive_members(data: bytes, name: str) -> dict[str, dict[str, Any]]:
+    members: dict[str, dict[str, Any]] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            for info in tar:
+                fields = {f: getattr(info, f) for f in _MEMBER_FIELDS}
+                fields["type"] = fields["type"].decode("latin-1")
+                if info.isreg():
+                    extracted = tar.extractfile(info)
+                    fields["data"] = hashlib.sha256(extracted.read() if extracted else b"").hexdigest()[:16]
+                members[info.name.rstrip("/") or "."] = fields
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise ImageError(f"{name}: not a gzip-compressed tar archive ({e})") from None
+    return members
+
+
+def _compare_archives(c: _Collector, cname: str, ours: bytes, theirs: bytes) -> None:
+    """A tmpfs archive by its members (name, type, mode, owner, mtime, target, device, data):
+    tar and gzip write the same files in different bytes (header padding, timestamps, order)."""
+    mo, mt = _archive_members(ours, cname), _archive_members(theirs, cname)
+    for member in list(mt) + [m for m in mo if m not in mt]:
+        fo, ft = mo.get(member), mt.get(member)
+        if fo is None or ft is None:
+            c.add(cname, member, "tmpfs-dev", "present" if fo else ABSENT, "present" if ft else ABSENT)
+            continue
+        for name in sorted(set(fo) | set(ft)):
+            if fo.get(name) != ft.get(name):
+                c.add(cname, member, f"tmpfs-dev.{name}", fo.get(name), ft.get(name))
+
+
 def diff_dirs(
     ours: str | Path | ImageDir, theirs: str | Path | ImageDir, ignore: Sequence[IgnoreRule] = DEFAULT_IGNORES
 ) -> DiffResult:
@@ -399,7 +439,9 @@ def diff_dirs(
             continue
         if ko.raw:
             bo, bt = (do.path / no).read_bytes(), (dt.path / nt).read_bytes()
-            if bo != bt:
+            if ko is images.TMPFS_DEV:
+                _compare_archives(c, cname, bo, bt)
+            elif bo != bt:
                 c.add(cname, "", ko.name, show.render_bytes(bo), show.render_bytes(bt))
             continue
         _compare_image(c, cname, ko, do.load(no), dt.load(nt), ids_o, ids_t)

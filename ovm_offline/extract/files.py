@@ -140,6 +140,7 @@ def path_identity(path: Struct) -> FileIdentity:
         size=dcache.inode_size(inode),
         mode=dcache.inode_mode(inode),
         deleted=info.unlinked,
+        mnt_id=int(dcache.real_mount(path.mnt).mnt_id),
     )
 
 

@@ -12,20 +12,33 @@ describes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Struct
+from ..kernel.ns.cgroup import cgroup_ns_root_path, task_cgroup_ns
 from ..kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from ..kernel.ns.uts import task_uts_ns, uts_domainname, uts_nodename
-from ..state import IpcNamespaceState, ProcessState, SharedMemory, TreeNamespaces, UtsNamespaceState
+from ..state import (
+    CgroupNamespaceState,
+    IpcNamespaceState,
+    MountNamespaceState,
+    NetNamespaceState,
+    ProcessState,
+    SharedMemory,
+    TreeNamespaces,
+    UtsNamespaceState,
+)
 from .ipc import extract_ipc_namespace, task_ipc_ns
+from .mounts import extract_mount_namespace
+from .runtimes import RuncContainer, runc_containers, runc_external_mounts
 
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
 
-__all__ = ["NAMESPACE_KINDS", "NamespaceKind", "NamespaceRefusal", "tree_namespaces"]
+__all__ = ["NAMESPACE_KINDS", "NamespaceKind", "NamespaceRefusal", "NotSaved", "tree_namespaces"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +63,15 @@ class TreeContext:
 
     def refuse(self, proc: ProcessState, why: str) -> None:
         self.refusals.append(NamespaceRefusal(proc.global_pid, proc.comm, f"PID {proc.global_pid} ({proc.comm}) {why}"))
+
+    @functools.cached_property
+    def runc_container(self) -> RuncContainer | None:
+        """The runc container whose first process is the tree's root, if runc made it."""
+        return runc_containers(self.prog).get(self.processes[0].global_pid)
+
+
+class NotSaved(Exception):
+    """Why a kind's saver cannot save the root's namespace of the kind (the end of the refusal)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,16 +130,50 @@ def _save_uts(ctx: TreeContext) -> UtsNamespaceState:
     )
 
 
+#: the one runtime whose checkpoint ovm-offline writes a network and mount namespace for
+RUNC_ONLY = "ovm-offline saves one only for a container runc made (runc restore recreates it as runc describes it)"
+
+
+def _save_net(ctx: TreeContext) -> NetNamespaceState:
+    """runc checkpoints with `criu --empty-ns network` and makes the network namespace afresh
+    from its config at restore, so a runc container's is saved as its id alone."""
+    if ctx.runc_container is None:
+        raise NotSaved(f"{RUNC_ONLY}; ovm-offline cannot save network namespaces yet")
+    inum = task_namespaces(ctx.tree[0]).net
+    assert inum is not None  # the tree's root is in a network namespace other than init's
+    return NetNamespaceState(inum=inum)
+
+
+def _cgroup_root(ctx: TreeContext) -> str:
+    return cgroup_ns_root_path(_root_task_ns(ctx, task_cgroup_ns, "cgroup namespace"))
+
+
+def _save_mnt(ctx: TreeContext) -> MountNamespaceState:
+    """Saved for a runc container, whose state in the guest names the mounts runc binds in
+    at restore (the external mounts criu's images leave to it)."""
+    container = ctx.runc_container
+    if container is None:
+        raise NotSaved(f"{RUNC_ONLY}, whose state names the mounts it binds in at restore")
+    return extract_mount_namespace(
+        ctx.tree[0], lambda mounts: runc_external_mounts(container, mounts), _cgroup_root(ctx)
+    )
+
+
+def _save_cgroup(ctx: TreeContext) -> CgroupNamespaceState:
+    ns = _root_task_ns(ctx, task_cgroup_ns, "cgroup namespace")
+    return CgroupNamespaceState(inum=int(ns.ns.inum), root=cgroup_ns_root_path(ns))
+
+
 #: in CRIU's order (NS_ORDER), which numbers the namespaces in the images
 NAMESPACE_KINDS = (
     NamespaceKind("pid", "PID namespace", _save_pid, for_children="pid_for_children"),
-    NamespaceKind("net", "network namespace", None),
+    NamespaceKind("net", "network namespace", _save_net),
     NamespaceKind("ipc", "IPC namespace", _save_ipc),
     NamespaceKind("uts", "UTS namespace", _save_uts),
     NamespaceKind("time", "time namespace", None, for_children="time_for_children"),
-    NamespaceKind("mnt", "mount namespace", None),
+    NamespaceKind("mnt", "mount namespace", _save_mnt),
     NamespaceKind("user", "user namespace", None),
-    NamespaceKind("cgroup", "cgroup namespace", None),
+    NamespaceKind("cgroup", "cgroup namespace", _save_cgroup),
 )
 
 
@@ -158,14 +214,13 @@ def tree_namespaces(
                     )
         if root_inum == getattr(init, kind.name):
             continue
-        if kind.save is None:
-            ctx.refuse(
-                processes[0],
-                f"is in a {kind.words} of its own ({kind.name}:[{root_inum}]); ovm-offline cannot save {kind.words}s yet",
-            )
-            continue
         try:
+            if kind.save is None:
+                raise NotSaved(f"ovm-offline cannot save {kind.words}s yet")
             value = kind.save(ctx)
+        except NotSaved as e:
+            ctx.refuse(processes[0], f"is in a {kind.words} of its own ({kind.name}:[{root_inum}]); {e}")
+            continue
         except UnsupportedError as e:  # what the namespace holds (IPC message queues, ...)
             ctx.refusals.append(NamespaceRefusal(processes[0].global_pid, processes[0].comm, str(e)))
             continue

@@ -29,7 +29,14 @@ from ..kernel.mm.pagecache import read_cached
 from ..kernel.task.tasks import find_task, task_start_ticks
 from ..state import MountInfo
 
-__all__ = ["RUNC_ROOTS", "RuncContainer", "runc_container_ids", "runc_containers", "runc_external_mounts"]
+__all__ = [
+    "RUNC_ROOTS",
+    "RuncContainer",
+    "runc_container_ids",
+    "runc_containers",
+    "runc_descriptors",
+    "runc_external_mounts",
+]
 
 log = logging.getLogger("ovm_offline")
 
@@ -137,9 +144,34 @@ def _string_list(container: RuncContainer, key: str) -> list[str]:
     return value
 
 
+def _bind_destinations(container: RuncContainer) -> list[str]:
+    config = container.state.get("config")
+    mounts = config.get("mounts", []) if isinstance(config, dict) else None
+    if not isinstance(mounts, list) or not all(isinstance(m, dict) for m in mounts):
+        raise GuestDataError(f"runc state of container {container.ident!r}: config.mounts is not a list of mounts")
+    binds = [m.get("destination") for m in mounts if m.get("device") == "bind"]
+    if not all(isinstance(d, str) for d in binds):
+        raise GuestDataError(f"runc state of container {container.ident!r}: a bind mount without a destination")
+    return [str(d) for d in binds]
+
+
 def runc_external_mounts(container: RuncContainer, mounts: list[MountInfo]) -> dict[str, str]:
-    """The mounts `runc checkpoint` names external to criu, as {mount point: key}: each masked
-    path that is a file, hidden by a bind mount of /dev/null (a masked directory gets a tmpfs
-    of its own, which criu saves)."""
+    """The mounts `runc checkpoint` names external to criu, as {mount point: key}: each bind
+    mount of the container's config, by its destination (runc binds the same source there at
+    restore), and each masked path that is a file, hidden by a bind mount of /dev/null (a
+    masked directory gets a tmpfs of its own, which criu saves)."""
     masked = set(_string_list(container, "mask_paths"))
-    return {m.mount_point: "/dev/null" for m in mounts if m.mount_point in masked and m.root != "/"}
+    points = {m.mount_point for m in mounts}
+    external = {d: d for d in _bind_destinations(container) if d in points}
+    external.update({m.mount_point: "/dev/null" for m in mounts if m.mount_point in masked and m.root != "/"})
+    return external
+
+
+def runc_descriptors(container: RuncContainer) -> list[str]:
+    """What the container's first process had open as fds 0, 1, 2 ("pipe:[4711]",
+    "/dev/null") when runc started it: the descriptors.json `runc checkpoint` writes beside
+    the images, which `runc restore` reads to hand the same kind of stdio to criu."""
+    value = container.state.get("external_descriptors")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > 3:
+        raise GuestDataError(f"runc state of container {container.ident!r}: external_descriptors is not 0 to 3 paths")
+    return list(value)

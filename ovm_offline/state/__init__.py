@@ -13,12 +13,17 @@ from .files import Fd, FileKindName, FileState, FsState, OpenFile, Owner
 from .mm import FileIdentity, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
 from .ns import (
     CgroupDir,
+    CgroupNamespaceState,
     CgroupPerms,
     CgroupProperty,
     IpcNamespaceState,
     IpcShmSegment,
     MountInfo,
+    MountNamespaceState,
     NamespaceIds,
+    NetNamespaceState,
+    TmpfsContents,
+    TmpfsFile,
     TreeNamespaces,
     UtsNamespaceState,
 )
@@ -26,7 +31,12 @@ from .process import ProcessState, TaskStateName
 from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SigAction, ThreadState
 
 __all__ = [
+    "CgroupNamespaceState",
     "MountInfo",
+    "MountNamespaceState",
+    "NetNamespaceState",
+    "TmpfsContents",
+    "TmpfsFile",
     "UserWrite",
     "TaskStateName",
     "VmaKind",

@@ -23,6 +23,7 @@ class FileIdentity:
     mode: int
     deleted: bool = False  # unlinked: `path` is where it was (no " (deleted)" suffix)
     build_id: bytes | None = None  # NT_GNU_BUILD_ID of an ELF file, from the page cache
+    mnt_id: int = 0  # the id of the mount it was reached through (mountinfo's first field)
 
 
 @dataclasses.dataclass

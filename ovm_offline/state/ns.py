@@ -11,7 +11,12 @@ __all__ = [
     "CgroupPerms",
     "CgroupProperty",
     "CgroupDir",
+    "CgroupNamespaceState",
+    "MountNamespaceState",
+    "NetNamespaceState",
     "NamespaceIds",
+    "TmpfsContents",
+    "TmpfsFile",
     "IpcShmSegment",
     "IpcNamespaceState",
     "TreeNamespaces",
@@ -140,9 +145,71 @@ class MountInfo:
 
 
 @dataclasses.dataclass
+class TmpfsFile:
+    """One file of a tmpfs as an archive of it holds it. `path` is from the file system's
+    root ("" for the root itself); values as the guest's kernel keeps them (ids of the initial
+    user namespace, `rdev` in the kernel's MAJOR << 20 | MINOR)."""
+
+    path: str
+    mode: int  # file type and permission bits
+    uid: int
+    gid: int
+    mtime: int  # seconds
+    rdev: int
+    ino: int
+    nlink: int
+    target: bytes | None = None  # a symlink's
+    data: bytes = b""  # a regular file's
+
+
+@dataclasses.dataclass
+class TmpfsContents:
+    """The files of one tmpfs super block a mount namespace shows, which CRIU archives
+    (tmpfs-dev-N.tar.gz, N the super block's device)."""
+
+    dev: int
+    mount_point: str
+    files: list[TmpfsFile]
+
+
+@dataclasses.dataclass
+class MountNamespaceState:
+    """The tree's own mount namespace, as mountpoints-N.img and the tmpfs archives hold it:
+    the mounts its root sees, in mountinfo's order; the ones its runtime names external
+    ({mount point: key}, as `criu --external mnt[POINT]:KEY`); the root of its cgroup
+    namespace (a cgroup2 mount's root is written relative to it)."""
+
+    inum: int
+    mounts: list[MountInfo]
+    external: dict[str, str]
+    cgroup_root: str
+    tmpfs: list[TmpfsContents]
+
+
+@dataclasses.dataclass
+class CgroupNamespaceState:
+    """The tree's own cgroup namespace: the path of its root cgroup on the v2 hierarchy, which
+    cgroup.img's sets name as their namespace prefix."""
+
+    inum: int
+    root: str
+
+
+@dataclasses.dataclass
+class NetNamespaceState:
+    """The tree's own network namespace where its runtime recreates it empty at restore (runc
+    checkpoints with `criu --empty-ns network`): nothing of it is saved but its id."""
+
+    inum: int
+
+
+@dataclasses.dataclass
 class TreeNamespaces:
     """The namespaces of its own a dumped tree lives in and CRIU saves (None: the tree shares
     the guest's, which CRIU leaves to the restoring system)."""
 
     ipc: IpcNamespaceState | None = None
     uts: UtsNamespaceState | None = None
+    mnt: MountNamespaceState | None = None
+    cgroup: CgroupNamespaceState | None = None
+    net: NetNamespaceState | None = None

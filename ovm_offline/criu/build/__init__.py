@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from google.protobuf.message import Message
 
+from ...errors import OutputError
 from ...state import CgroupDir, NamespaceIds, ProcessState, SharedMemory, TreeNamespaces
 from .. import images
 from .cgroup import CRIU_CGROUP, CgroupSets
-from .common import F, T, Written
+from .common import F, NamespaceOut, T, Written
 from .files import FD_CLOEXEC, FileTable, KindWriter
 from .mm import ShmemImages, mm_entry, pagemap_entries
 from .ns import NAMESPACE_WRITERS, ObjectIds, timens_entry
@@ -58,6 +60,8 @@ class DumpSet:
     # how `criu restore` keeps restored TCP connections quiet until they are whole: "iptables"
     # (criu's default) or "nftables"; the restoring system needs that tool
     network_lock: str = "iptables"
+    # a runc container's stdio as runc started it, for `runc restore` (descriptors.json)
+    runtime_descriptors: list[str] | None = None
 
 
 class _Writer:
@@ -76,12 +80,18 @@ class _Writer:
         self.ids = ObjectIds(dump.root_namespaces)
         self.files = FileTable(writers)
         self.files.net_ns_id = lambda inum: self.ids.ns("net", inum)
-        self.cg_sets = CgroupSets(dump.cgroups)
+        self.files.mnt_ids = dump.namespaces.mnt is not None
+        cgns = dump.namespaces.cgroup
+        self.cg_sets = CgroupSets(dump.cgroups, cgns.root if cgns is not None else None)
         self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
         self.shmem = ShmemImages(directory, self.files, self.next_pages_id, write_shmem_pages, self.written)
 
     def put(self, kind: images.ImageKind, entries: Sequence[Message], image_id: int | None = None) -> None:
         images.write_image(self.directory / kind.filename(image_id), kind, list(entries))
+        self.written.images += 1
+
+    def put_raw(self, kind: images.ImageKind, data: bytes, image_id: int | None = None) -> None:
+        _write_file(self.directory / kind.filename(image_id), data)
         self.written.images += 1
 
     def head(self) -> None:
@@ -150,12 +160,28 @@ class _Writer:
         cgroup = self.cg_sets.image(self.cg_sets.set_of(dump.processes[0]))
         if cgroup is not None:
             self.put(images.CGROUP, [cgroup])
+        out = NamespaceOut(self.put, self.put_raw, self.shmem)
         for kind, write in NAMESPACE_WRITERS.items():
             state = getattr(dump.namespaces, kind)
             if state is not None:
-                write(state, self.ids.ns(kind, state.inum), self.shmem, self.put)
+                write(state, self.ids.ns(kind, state.inum), out)
         self.put(images.SECCOMP, [T.seccomp_entry()])
         self.put(images.TIMENS, [timens_entry(dump.monotonic_ns, dump.boottime_ns)], 0)
+        if dump.runtime_descriptors is not None:
+            # runc's own file beside the images (json.Marshal's compact form), not an image
+            text = json.dumps(dump.runtime_descriptors, separators=(",", ":"))
+            _write_file(self.directory / RUNTIME_DESCRIPTORS, text.encode())
+
+
+#: the file `runc checkpoint` writes beside the images and `runc restore` reads
+RUNTIME_DESCRIPTORS = "descriptors.json"
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise OutputError.writing(path, exc) from None
 
 
 def write_dump(

@@ -19,18 +19,26 @@ class CgroupSets:
     """CRIU's cg_sets: one per distinct set of cgroups a task is in (with cgroup v2 only,
     one path), numbered as met; criu's own comes first as CRIU_CG_SET."""
 
-    def __init__(self, cgroups: dict[str, CgroupDir]) -> None:
+    def __init__(self, cgroups: dict[str, CgroupDir], cgns_root: str | None = None) -> None:
         self.cgroups = cgroups
-        self.ids: dict[str, int] = {CRIU_CGROUP: CRIU_CG_SET}
+        # the root of the tree's own cgroup namespace, which each set below it names as its
+        # prefix (restore unshares the namespace there)
+        self.cgns_root = cgns_root.rstrip("/") if cgns_root is not None else None
+        self.ids: dict[tuple[str, int], int] = {(CRIU_CGROUP, 0): CRIU_CG_SET}
         self.heads: list[_CgDir] = []  # CRIU's cg_controller heads of the v2 hierarchy
+
+    def _in_cgns(self, path: str) -> bool:
+        return self.cgns_root is not None and (path == self.cgns_root or path.startswith(self.cgns_root + "/"))
 
     def set_of(self, proc: ProcessState) -> int:
         path = proc.cgroup or CRIU_CGROUP
-        if path not in self.ids:
-            self.ids[path] = len(self.ids) + 1
+        # criu 3.17 gives each task in a cgroup namespace a set of its own (equal ones)
+        key = (path, proc.pid if self._in_cgns(path) else 0)
+        if key not in self.ids:
+            self.ids[key] = len(self.ids) + 1
             if path in self.cgroups:
-                self._collect(self.cgroups[path])
-        return self.ids[path]
+                self._collect(self.cgroups[path])  # (a directory collected already is skipped)
+        return self.ids[key]
 
     def _collect(self, top: CgroupDir) -> None:
         """CRIU's collect_cgroups(): ftw below the set's cgroup, each directory put under the
@@ -51,9 +59,12 @@ class CgroupSets:
         if root_set == CRIU_CG_SET and len(self.ids) == 1:
             return None
         entry = N.cgroup_entry()
-        for path, sid in self.ids.items():
+        for (path, _), sid in self.ids.items():
             if sid != CRIU_CG_SET:
-                entry.sets.add(id=sid, ctls=[N.cg_member_entry(name="", path=path)])
+                member = N.cg_member_entry(name="", path=path)
+                if self.cgns_root is not None and self._in_cgns(path):
+                    member.cgns_prefix = len(self.cgns_root)
+                entry.sets.add(id=sid, ctls=[member])
         ctl = entry.controllers.add(cnames=[""])
         ctl.dirs.extend(_cg_dir_entry(h, 0) for h in self.heads)
         return entry

@@ -4,11 +4,16 @@ written, and the F_SETOWN entry of an open file."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ...state import Owner
 from .. import pb
 
-__all__ = ["C", "F", "M", "N", "NET", "T", "U64", "X", "Written", "fown"]
+if TYPE_CHECKING:
+    from .mm import ShmemImages
+
+__all__ = ["C", "F", "M", "N", "NET", "NamespaceOut", "T", "U64", "X", "Written", "fown"]
 
 #: uint64 image fields hold kernel values that are signed in C (loff_t) as their bits
 U64 = (1 << 64) - 1
@@ -25,6 +30,17 @@ class Written:
     pages: int = 0
     page_bytes: int = 0
     files: int = 0
+
+
+@dataclasses.dataclass
+class NamespaceOut:
+    """Where a namespace's writer puts its images: `put(kind, entries, id)` for an image of
+    entries, `put_raw(kind, data, id)` for a raw file (a tar archive), `shmem` for the
+    contents of shared memory segments."""
+
+    put: Callable[..., None]
+    put_raw: Callable[..., None]
+    shmem: ShmemImages
 
 
 def fown(owner: Owner | None) -> C.fown_entry:

@@ -61,6 +61,9 @@ class FileTable:
         self._last_id = 0
         #: net namespace inode -> its id in the dump (set by write_dump)
         self.net_ns_id: Callable[[int], int] = lambda inum: 0
+        #: regular files name their mount (reg_file_entry.mnt_id), as criu does when it saves
+        #: the tree's mount namespace (set by write_dump)
+        self.mnt_ids = False
 
     def next_id(self) -> int:
         # ids are handed out when a file is met; some entries are written later (CRIU writes
@@ -93,6 +96,8 @@ class FileTable:
         # past 2**63, and CRIU stores what lseek returned as a uint64, as here
         pos &= U64
         reg = F.reg_file_entry(id=fid, flags=flags, pos=pos, fown=fown(owner), name=identity.path, mode=identity.mode)
+        if self.mnt_ids and identity.mnt_id:
+            reg.mnt_id = identity.mnt_id
         if has_size(identity, flags):
             reg.size = identity.size
         build_id = identity.build_id

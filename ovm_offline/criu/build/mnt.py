@@ -1,12 +1,28 @@
 """The mount namespace: mountpoints-N.img, one mnt_entry per mount, as criu 3.17's
-mount.c dump_mnt_ns writes it (entries in the reverse of mountinfo's order)."""
+mount.c dump_mnt_ns writes it (entries in the reverse of mountinfo's order), and an archive
+of each tmpfs in it (tmpfs-dev-N.tar.gz, N its device), which criu makes with
+`tar --create --gzip --numeric-owner ... .` in the mount and restore unpacks with tar."""
 
 from __future__ import annotations
 
-from ...state import MountInfo
-from .common import N
+import gzip
+import io
+import stat
+import tarfile
 
-__all__ = ["CRIU_FSTYPES", "MS_FLAG_OF_MNT_OPTION", "UnsavedMount", "mnt_entry", "mountpoints_entries"]
+from ...state import MountInfo, MountNamespaceState, TmpfsContents, TmpfsFile
+from .. import images
+from .common import N, NamespaceOut
+
+__all__ = [
+    "CRIU_FSTYPES",
+    "MS_FLAG_OF_MNT_OPTION",
+    "UnsavedMount",
+    "mnt_entry",
+    "mountpoints_entries",
+    "tmpfs_archive",
+    "write_mount_namespace",
+]
 
 #: criu's fstype codes (images/mnt.proto) of the file systems whose mounts we save, as its own
 #: dump of the corpus's runc container writes them; a mount of another file system is refused
@@ -91,3 +107,62 @@ def mountpoints_entries(
     maps a mount point to the key it is external by (a runtime's masked paths and bind mounts)."""
     external = external or {}
     return [mnt_entry(info, cgroup_root, external.get(info.mount_point or "")) for info in reversed(mounts)]
+
+
+def _kdev(dev: int) -> tuple[int, int]:
+    return dev >> 20, dev & ((1 << 20) - 1)
+
+
+#: tar's member type of each kind of file a tmpfs holds; sockets it skips, as GNU tar does
+_TAR_TYPES = {
+    stat.S_IFREG: tarfile.REGTYPE,
+    stat.S_IFDIR: tarfile.DIRTYPE,
+    stat.S_IFLNK: tarfile.SYMTYPE,
+    stat.S_IFCHR: tarfile.CHRTYPE,
+    stat.S_IFBLK: tarfile.BLKTYPE,
+    stat.S_IFIFO: tarfile.FIFOTYPE,
+}
+
+
+def _tar_member(file: TmpfsFile, first_path: dict[int, str]) -> tuple[tarfile.TarInfo, bytes | None] | None:
+    kind = _TAR_TYPES.get(stat.S_IFMT(file.mode))
+    if kind is None:
+        return None
+    info = tarfile.TarInfo("./" + file.path if file.path else ".")
+    info.mode, info.uid, info.gid, info.mtime = stat.S_IMODE(file.mode), file.uid, file.gid, file.mtime
+    info.type = kind
+    if kind != tarfile.DIRTYPE and file.nlink > 1:
+        seen = first_path.setdefault(file.ino, info.name)
+        if seen != info.name:  # a second name of the same file (tar --check-links)
+            info.type, info.linkname = tarfile.LNKTYPE, seen
+            return info, None
+    if kind == tarfile.SYMTYPE:
+        info.linkname = (file.target or b"").decode("utf-8", "surrogateescape")
+    elif kind in (tarfile.CHRTYPE, tarfile.BLKTYPE):
+        info.devmajor, info.devminor = _kdev(file.rdev)
+    elif kind == tarfile.REGTYPE:
+        info.size = len(file.data)
+        return info, file.data
+    return info, None
+
+
+def tmpfs_archive(contents: TmpfsContents) -> bytes:
+    """tmpfs-dev-N.tar.gz: the files of a tmpfs as GNU tar archives them from its root
+    ("./", "./null", ...), numeric owners, every directory before what it holds."""
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            first_path: dict[int, str] = {}
+            for file in contents.files:
+                member = _tar_member(file, first_path)
+                if member is not None:
+                    info, data = member
+                    tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return raw.getvalue()
+
+
+def write_mount_namespace(ns: MountNamespaceState, ns_image_id: int, out: NamespaceOut) -> None:
+    """mountpoints-N.img and a tmpfs-dev-N.tar.gz of each tmpfs the namespace archives."""
+    out.put(images.MOUNTPOINTS, mountpoints_entries(ns.mounts, ns.cgroup_root, ns.external), ns_image_id)
+    for contents in ns.tmpfs:
+        out.put_raw(images.TMPFS_DEV, tmpfs_archive(contents), contents.dev)

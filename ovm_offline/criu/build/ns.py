@@ -1,18 +1,26 @@
 """Namespaces: the ids CRIU gives kernel objects and namespaces (ids-PID.img, the
-inventory's root_ids), the tree's own IPC namespace (ipcns-var, ipcns-shm) and UTS namespace
-(utsns), and the time namespace's clocks (timens)."""
+inventory's root_ids), the tree's own IPC namespace (ipcns-var, ipcns-shm), UTS namespace
+(utsns), mount namespace (mnt.py) and network namespace (its id alone, as runc checkpoints
+one), and the time namespace's clocks (timens)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ...state import IpcNamespaceState, NamespaceIds, ProcessState, UtsNamespaceState
+from ...state import IpcNamespaceState, NamespaceIds, NetNamespaceState, ProcessState, UtsNamespaceState
 from .. import images
-from .common import N, T
-from .mm import ShmemImages
+from .common import N, NamespaceOut, T
+from .mnt import write_mount_namespace
 
-__all__ = ["NAMESPACE_WRITERS", "NS_ORDER", "ObjectIds", "timens_entry", "utsns_entry", "write_ipc_namespace"]
+__all__ = [
+    "NAMESPACE_WRITERS",
+    "NS_ORDER",
+    "ObjectIds",
+    "timens_entry",
+    "utsns_entry",
+    "write_ipc_namespace",
+]
 
 #: the order criu collects its own namespaces in, which numbers them
 NS_ORDER = ("pid", "net", "ipc", "uts", "time", "mnt", "user", "cgroup")
@@ -74,7 +82,7 @@ def utsns_entry(ns: UtsNamespaceState) -> N.utsns_entry:
     return N.utsns_entry(nodename=ns.nodename, domainname=ns.domainname)
 
 
-def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemImages, put: Callable[..., None]) -> None:
+def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, out: NamespaceOut) -> None:
     """ipc_ns.c dump_ipc_ns, run after every task is dumped: ipcns-var (the sysctls),
     ipcns-shm (one entry per segment, in_pagemaps) and each segment's contents as
     pagemap-shmem-<shmid>.img, taking the next pages-N numbers. No message queues or
@@ -98,7 +106,7 @@ def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemIma
     for name in ("msg_next_id", "sem_next_id", "shm_next_id"):
         if getattr(ns, name) is not None:
             setattr(var, name, getattr(ns, name))
-    put(images.IPCNS_VAR, [var], ns_image_id)
+    out.put(images.IPCNS_VAR, [var], ns_image_id)
     if not ns.shm_segments:
         return  # CRIU opens its images lazily: no segment, no ipcns-shm
     entries = []
@@ -113,18 +121,26 @@ def write_ipc_namespace(ns: IpcNamespaceState, ns_image_id: int, shmem: ShmemIma
             )
         )
         # dump_one_sysv_shmem scans round_up(shm_segsz, PAGE_SIZE) bytes
-        shmem.write_contents(seg.contents)
-    put(images.IPCNS_SHM, entries, ns_image_id)
+        out.shmem.write_contents(seg.contents)
+    out.put(images.IPCNS_SHM, entries, ns_image_id)
 
 
-def write_uts_namespace(ns: UtsNamespaceState, ns_image_id: int, shmem: ShmemImages, put: Callable[..., None]) -> None:
+def write_uts_namespace(ns: UtsNamespaceState, ns_image_id: int, out: NamespaceOut) -> None:
     """uts_ns.c dump_uts_ns: one utsns-N.img."""
-    put(images.UTSNS, [utsns_entry(ns)], ns_image_id)
+    out.put(images.UTSNS, [utsns_entry(ns)], ns_image_id)
+
+
+def write_net_namespace(ns: NetNamespaceState, ns_image_id: int, out: NamespaceOut) -> None:
+    """Nothing: a network namespace is saved only as `criu --empty-ns network` saves it, its
+    id in ids-N.img, for its runtime to make anew at restore."""
 
 
 #: the images of each namespace the tree has of its own (extract/namespaces.py saves its
-#: state), by TreeNamespaces field, in the order CRIU writes them after the tasks
-NAMESPACE_WRITERS: dict[str, Callable[[Any, int, ShmemImages, Callable[..., None]], None]] = {
+#: state), by TreeNamespaces field, in the order CRIU writes them after the tasks; the
+#: cgroup namespace is cgroup.img's prefix (cgroup.py)
+NAMESPACE_WRITERS: dict[str, Callable[[Any, int, NamespaceOut], None]] = {
+    "net": write_net_namespace,
     "uts": write_uts_namespace,
     "ipc": write_ipc_namespace,
+    "mnt": write_mount_namespace,
 }

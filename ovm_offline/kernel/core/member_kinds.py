@@ -189,6 +189,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures "
         "fpu_state_config.max_features fs_struct.umask group_info.ngroups hrtimer._softexpires "
         "hrtimer.state hrtimer_clock_base.clockid task_struct.start_boottime idr.idr_base inode.i_ino inode.i_mode "
+        "inode.i_mtime_sec inode.i_nlink "
         "iov_iter.count iov_iter.data_source iov_iter.iov_offset iov_iter.iter_type "
         "inode.i_rdev inode.i_size ipc_ids.in_use ipc_ids.max_idx ipc_ids.next_id "
         "ipc_namespace.mq_msg_default ipc_namespace.mq_msg_max ipc_namespace.mq_msgsize_default "
@@ -256,7 +257,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to integer": (
         "fdtable.close_on_exec fdtable.open_fds kernfs_node.name qstr.name sk_buff.data "
         "sk_buff.head task_struct.clear_child_tid vm_special_mapping.name "
-        "file_system_type.name mount.mnt_devname super_block.s_subtype"
+        "file_system_type.name mount.mnt_devname super_block.s_subtype inode.i_link"
     ),
     "struct kgid_t": (
         "cred.egid cred.fsgid cred.gid cred.sgid inode.i_gid kern_ipc_perm.cgid kern_ipc_perm.gid unix_skb_parms.gid"
@@ -324,7 +325,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct anon_vma": "vm_area_struct.anon_vma",
     "pointer to struct cgroup": "css_set.dfl_cgrp",
     "pointer to struct cgroup_namespace": "nsproxy.cgroup_ns",
-    "pointer to struct css_set": "task_struct.cgroups",
+    "pointer to struct css_set": "task_struct.cgroups cgroup_namespace.root_cset",
     "pointer to struct dentry_operations": "dentry.d_op",
     "pointer to struct fdtable": "files_struct.fdt",
     "pointer to struct file_operations": "file.f_op",
@@ -402,7 +403,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct thread_info": "task_struct.thread_info",
     "struct thread_struct": "task_struct.thread",
     "struct timerqueue_node": "hrtimer.node",
-    "struct timespec64": "timekeeper.wall_to_monotonic",
+    "struct timespec64": "timekeeper.wall_to_monotonic inode.i_mtime inode.__i_mtime",
     "struct tk_read_base": "timekeeper.tkr_mono",
     "struct vfsmount": "mount.mnt",
     "struct winsize": "tty_struct.winsize",

@@ -356,4 +356,5 @@ def file_identity(file: Pointer | Struct, root: Struct | None = None) -> FileIde
         size=inode_size(inode),
         mode=inode_mode(inode),
         deleted=info.unlinked,
+        mnt_id=int(real_mount(f.f_path.mnt).mnt_id),
     )

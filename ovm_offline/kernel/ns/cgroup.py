@@ -14,7 +14,15 @@ from __future__ import annotations
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 
-__all__ = ["cgroup_path", "kernfs_name", "kernfs_path", "task_cgroup_path", "task_dfl_cgroup"]
+__all__ = [
+    "cgroup_ns_root_path",
+    "cgroup_path",
+    "kernfs_name",
+    "kernfs_path",
+    "task_cgroup_ns",
+    "task_cgroup_path",
+    "task_dfl_cgroup",
+]
 
 
 #: Bounds on hostile data: kernfs names are at most NAME_MAX, paths PATH_MAX.
@@ -89,3 +97,18 @@ def task_cgroup_path(task: Struct) -> str | None:
     the initial cgroup namespace ("0::/path"); None if it has no css_set."""
     cgrp = task_dfl_cgroup(task)
     return cgroup_path(cgrp) if cgrp is not None else None
+
+
+def task_cgroup_ns(task: Struct) -> Pointer | None:
+    """The ``struct cgroup_namespace *`` of a ``struct task_struct`` (None once it is exiting)."""
+    nsproxy = task.nsproxy
+    return nsproxy.cgroup_ns if nsproxy else None
+
+
+def cgroup_ns_root_path(ns: Pointer) -> str:
+    """The v2 path of the root cgroup of a ``struct cgroup_namespace *`` (``root_cset``'s
+    default cgroup), as seen from the initial namespace: "/" there, "/ovm-runc" in runc's."""
+    cset = ns.root_cset
+    if not cset or not cset.dfl_cgrp:
+        raise GuestDataError(f"cgroup namespace 0x{int(ns):x} has no root cgroup")
+    return cgroup_path(cset.dfl_cgrp)
