@@ -188,8 +188,9 @@ _STOPPED = {
             root_key="container_init",
             golden_tool="runc",
             restore_prepare="runc-box prepare",
-            description="pipetree in a container runc makes from its default spec (mount, UTS, IPC, network,"
-            " PID and cgroup namespaces; a dump must refuse the mount, network and cgroup ones by name)",
+            description="pipetree (a UNIX socket pair in its ring, a file under the bind mount /data) in a"
+            " container runc makes from its default spec (mount, UTS, IPC, network, PID and cgroup namespaces);"
+            " its check sees the host name and mounts unchanged",
         ),
         Workload(
             "ipc",

@@ -14,6 +14,12 @@
  *
  * Error bits: 1 = A saw a gap, 2 = C, 4 = B, 8 = R (returning tokens).
  *
+ * `pipetree box FILE` (the runc container's program): p4 is a UNIX socket pair instead of a
+ * pipe, R appends "seq N" to FILE (under a bind mount) every tick, and the check also sees
+ * that the host name and the mounts (/proc/self/mountinfo less ids, devices and peer groups)
+ * are those R saw at its start and that FILE, by its path, is the file R writes and holds
+ * every line R wrote.
+ *
  * READY line:  READY root=R a=A c=C b=B lag=2 interval_ms=200
  * CHECK line:  CHECK OK seq=N advanced=M p1_queued=Q root=R a=A c=C b=B
  *              CHECK FAIL <what>[; <what>...]
@@ -21,6 +27,8 @@
 #include "common.h"
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #define LAG 2
@@ -120,6 +128,119 @@ static void stage_a(pid_t root)
 	_exit(0);
 }
 
+#define MOUNTS_MAX 16384
+
+static int line_cmp(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The mounts R sees, one "root point options fstype source superoptions" line each, sorted:
+ * what a restore must give back (ids, devices and peer groups are new after one). */
+static void mounts_now(char *out, size_t size)
+{
+	static char raw[MOUNTS_MAX];
+	char *lines[256];
+	int n = 0;
+	out[0] = 0;
+	int fd = open("/proc/self/mountinfo", O_RDONLY);
+	ssize_t len = fd < 0 ? -1 : read(fd, raw, sizeof(raw) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (len <= 0)
+		return;
+	raw[len] = 0;
+	for (char *save = NULL, *line = strtok_r(raw, "\n", &save); line && n < 256;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *f[16], *sep = strstr(line, " - ");
+		int k = 0;
+		if (!sep)
+			continue;
+		*sep = 0;
+		for (char *s2 = NULL, *w = strtok_r(line, " ", &s2); w && k < 6; w = strtok_r(NULL, " ", &s2))
+			f[k++] = w;
+		for (char *s2 = NULL, *w = strtok_r(sep + 3, " ", &s2); w && k < 9; w = strtok_r(NULL, " ", &s2))
+			f[k++] = w;
+		if (k != 9)
+			continue;
+		static char norm[256][256];
+		size_t root_len = strlen(f[3]);
+		if (root_len >= 5 && !strcmp(f[3] + root_len - 5, "/null"))
+			/* a masked path: a bind of a null device, whose file system (the container's
+			 * /dev or the host's) is the runtime's choice, and differs after a restore */
+			snprintf(norm[n], sizeof(norm[n]), "%s masked", f[4]);
+		else
+			snprintf(norm[n], sizeof(norm[n]), "%s %s %s %s %s %s", f[3], f[4], f[5], f[6], f[7], f[8]);
+		lines[n] = norm[n];
+		n++;
+	}
+	qsort(lines, n, sizeof(lines[0]), line_cmp);
+	for (int i = 0; i < n; i++)
+		append(out, size, "%s\n", lines[i]);
+}
+
+struct box {
+	const char *path;
+	int fd;
+	off_t written;
+	char host[65];
+	char mounts[MOUNTS_MAX];
+};
+
+static void box_start(struct box *box, const char *path)
+{
+	struct utsname u;
+	box->path = path;
+	box->written = 0;
+	box->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	if (box->fd < 0 || uname(&u) < 0)
+		setup_fail("box %s: %s", path, strerror(errno));
+	snprintf(box->host, sizeof(box->host), "%s", u.nodename);
+	mounts_now(box->mounts, sizeof(box->mounts));
+	if (!box->mounts[0])
+		setup_fail("box: no mounts read");
+}
+
+static void box_tick(struct box *box, uint64_t seq, char *problems, size_t size)
+{
+	char line[32];
+	int len = snprintf(line, sizeof(line), "seq %llu\n", (unsigned long long)seq);
+	if (write_full(box->fd, line, (size_t)len) < 0) {
+		if (!problems[0])
+			append(problems, size, "write %s: %s; ", box->path, strerror(errno));
+		return;
+	}
+	box->written += len;
+}
+
+static void box_check(struct box *box, char *err, size_t size)
+{
+	static char now[MOUNTS_MAX];
+	struct utsname u;
+	struct stat held, named;
+	if (uname(&u) < 0 || strcmp(u.nodename, box->host))
+		append(err, size, "host name %s, was %s; ", u.nodename, box->host);
+	mounts_now(now, sizeof(now));
+	if (strcmp(now, box->mounts)) {
+		char *was = strdup(box->mounts), *is = strdup(now);
+		for (char *s2 = NULL, *l = strtok_r(was, "\n", &s2); l; l = strtok_r(NULL, "\n", &s2))
+			if (!strstr(now, l))
+				append(err, size, "mount gone or changed: %s; ", l);
+		for (char *s2 = NULL, *l = strtok_r(is, "\n", &s2); l; l = strtok_r(NULL, "\n", &s2))
+			if (!strstr(box->mounts, l))
+				append(err, size, "mount new or changed: %s; ", l);
+		free(was);
+		free(is);
+	}
+	if (fstat(box->fd, &held) < 0 || stat(box->path, &named) < 0)
+		append(err, size, "stat %s: %s; ", box->path, strerror(errno));
+	else if (held.st_ino != named.st_ino || held.st_dev != named.st_dev)
+		append(err, size, "%s is not the file written; ", box->path);
+	else if (held.st_size != box->written)
+		append(err, size, "%s holds %lld bytes, %lld written; ", box->path,
+		       (long long)held.st_size, (long long)box->written);
+}
+
 static void stage_b(void)
 {
 	child_signals();
@@ -127,16 +248,18 @@ static void stage_b(void)
 	relay("B", p[2][0], p[3][1], 4, 'b');
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	setsid();
 	pid_t root = getpid();
+	struct box box = { .fd = -1 };
+	int boxed = argc == 3 && !strcmp(argv[1], "box");
 
 	install_handler(SIGUSR1, on_usr1, SA_RESTART);
 	signal(SIGPIPE, SIG_IGN);	/* a dead child shows up as EPIPE, not our death */
 
 	for (int i = 0; i < 4; i++)
-		if (pipe(p[i]) < 0)
+		if (boxed && i == 3 ? socketpair(AF_UNIX, SOCK_STREAM, 0, p[i]) < 0 : pipe(p[i]) < 0)
 			setup_fail("pipe");
 	pid_t a = fork();
 	if (a < 0)
@@ -149,6 +272,8 @@ int main(void)
 	if (b == 0)
 		stage_b();
 	keep_only(p[3][0], p[0][1]);
+	if (boxed)
+		box_start(&box, argv[2]);	/* R's alone: after the forks */
 	int wfd = p[0][1], rfd = p[3][0];
 	if (fcntl(wfd, F_SETFL, O_NONBLOCK) < 0 || fcntl(rfd, F_SETFL, O_NONBLOCK) < 0)
 		setup_fail("O_NONBLOCK");
@@ -163,9 +288,11 @@ int main(void)
 	for (long tick = 0;; tick++) {
 		struct token t = { .seq = next };
 		ssize_t w = write(wfd, &t, sizeof(t));
-		if (w == (ssize_t)sizeof(t))
+		if (w == (ssize_t)sizeof(t)) {
+			if (boxed)
+				box_tick(&box, next, problems, sizeof(problems));
 			next++;
-		else if (!problems[0])
+		} else if (!problems[0])
 			append(problems, sizeof(problems), "write p1: %s; ",
 			       w < 0 ? strerror(errno) : "short");
 
@@ -206,7 +333,7 @@ int main(void)
 		}
 		if (check_ticks > 0 && --check_ticks == 0) {
 			check_ticks = -1;
-			char err[1024] = "";
+			char err[2048] = "";
 			int q = -1;
 			ioctl(wfd, FIONREAD, &q);
 			if (back < back_at_check + 2)
@@ -219,6 +346,8 @@ int main(void)
 			if (last.pid_a != a || last.pid_b != b || last.pid_c != c)
 				append(err, sizeof(err), "pids changed a=%d c=%d b=%d; ",
 				       last.pid_a, last.pid_c, last.pid_b);
+			if (boxed)
+				box_check(&box, err, sizeof(err));
 			if (err[0])
 				say("CHECK FAIL %s", err);
 			else

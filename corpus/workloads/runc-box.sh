@@ -9,6 +9,9 @@
 # on a machine booted without a root disk; runc then runs from a chroot into a tmpfs that
 # holds the guest's /bin, /lib, /usr and /etc, as a real root file system would.
 #
+# pipetree runs as `pipetree box /data/log`: a UNIX socket pair in its ring, a file under the
+# bind mount /data that it keeps appending to, and a check of its host name and mounts.
+#
 # READY lines: pipetree's own (READY root=1 ...), then READY container_init=PID (its PID as the
 # guest's init sees it) id=ovm-runc
 set -eu
@@ -21,12 +24,17 @@ cp -a /bin /lib /usr /etc "$SYSROOT/"
 [ -e /lib64 ] && cp -a /lib64 "$SYSROOT/"
 for d in proc sys dev run tmp; do mkdir -p "$SYSROOT/$d"; done
 for d in proc sys dev; do mount --rbind "/$d" "$SYSROOT/$d"; done
+# the container's writable bind mount /data (config.json: source /data of runc's root): the
+# workload's own files, /run/ovm/runc.files, which the record job carries to a restore
+DATA=/run/ovm/runc.files
+mkdir -p "$DATA" "$SYSROOT/data"
+mount --bind "$DATA" "$SYSROOT/data"
 
 ROOTFS=$SYSROOT$BUNDLE/rootfs
 mkdir -p "$ROOTFS"
 cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
-for d in proc sys dev run tmp; do mkdir -p "$ROOTFS/$d"; done
+for d in proc sys dev run tmp data; do mkdir -p "$ROOTFS/$d"; done
 cp /etc/ovm/runc-config.json "$SYSROOT$BUNDLE/config.json"
 # `runc-box prepare`: only the sysroot and the bundle, for a `runc restore` of the container
 [ "${1:-}" = prepare ] && exit 0
