@@ -27,6 +27,7 @@ from .containers import Containers
 from .harness import BAD, MAX_RSS_MIB, Case, Mutation, Report, classify, fresh_process_mib, leftovers, run_in_child
 from .hostpaths import Paths
 from .isf import Isf
+from .mountns import MountNamespaces
 from .runtimes import Runtimes
 from .signals import Signals
 from .structures import Structures
@@ -39,6 +40,7 @@ FAMILIES = {
     "paths": Paths,
     "signals": Signals,
     "runtimes": Runtimes,
+    "mountns": MountNamespaces,
 }
 
 

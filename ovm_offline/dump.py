@@ -17,7 +17,6 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
-from .criu.build.mnt import UnsavedMount, mountpoints_entries
 from .errors import GuestDataError, MomentError, NoSuchProcess, OutputError, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
@@ -35,7 +34,7 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
-from .refusals import Refusal, decide, unencodable_text
+from .refusals import Refusal, decide, mount_namespace_refusals, unencodable_text
 from .sources.base import PhysicalSource
 from .state import CgroupDir, Fd, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory, TreeNamespaces
 
@@ -208,18 +207,6 @@ def cgroup_dirs(
     return dirs
 
 
-def mount_refusals(root: ProcessState, namespaces: TreeNamespaces) -> list[Refusal]:
-    """The tree's own mount namespace checked against what mountpoints-N can describe."""
-    if namespaces.mnt is None:
-        return []
-    try:
-        mountpoints_entries(namespaces.mnt.mounts, namespaces.mnt.cgroup_root, namespaces.mnt.external)
-    except UnsavedMount as e:
-        why = f"PID {root.global_pid} ({root.comm}) is in a mount namespace with {e}"
-        return [Refusal(root.global_pid, root.comm, why)]
-    return []
-
-
 def runtime_descriptors(prog: Program, root: ProcessState, namespaces: TreeNamespaces) -> list[str] | None:
     """descriptors.json for `runc restore` when the tree is a runc container whose mount
     namespace is saved (only a runc container's is)."""
@@ -265,7 +252,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
     namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem)
     before_namespaces = len(refusals)
     refusals += [Refusal(r.pid, r.comm, r.why) for r in ns_refusals]
-    refusals += mount_refusals(processes[0], namespaces)
+    refusals += mount_namespace_refusals(processes[0], namespaces.mnt)
     if len(refusals) > before_namespaces:
         return Extraction(tree, processes, shared, None, refusals)
     cgroups = cgroup_dirs(prog, tree, processes)

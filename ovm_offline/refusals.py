@@ -8,8 +8,9 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
+from .criu.build.mnt import UnsavedMount, mountpoints_entries
 from .errors import MomentError, UnsupportedError
-from .state import ProcessState
+from .state import MountNamespaceState, ProcessState
 
 __all__ = ["SKIP_UNSUPPORTED", "Refusal", "decide", "unencodable_text"]
 
@@ -135,4 +136,24 @@ def unencodable_text(processes: list[ProcessState]) -> list[Refusal]:
                 " which CRIU's images cannot hold"
             )
             refusals.append(Refusal(proc.global_pid, proc.comm, why))
+    return refusals
+
+
+def mount_namespace_refusals(root: ProcessState, ns: MountNamespaceState | None) -> list[Refusal]:
+    """The tree's own mount namespace checked against what mountpoints-N can hold: each mount's
+    file system and place (criu/build/mnt.py says which), its texts valid UTF-8."""
+    if ns is None:
+        return []
+    start = f"PID {root.global_pid} ({root.comm}) is in a mount namespace with"
+    refusals = []
+    for info in ns.mounts:
+        for where, text in _bad_strings(info, "", set()):
+            why = f"{start} mount {info.mnt_id} whose {where} {_shown(text)} is not valid UTF-8"
+            why += ", which CRIU's images cannot hold"
+            refusals.append(Refusal(root.global_pid, root.comm, why))
+    if not refusals:
+        try:
+            mountpoints_entries(ns.mounts, ns.cgroup_root, ns.external)
+        except UnsavedMount as e:
+            refusals.append(Refusal(root.global_pid, root.comm, f"{start} {e}"))
     return refusals

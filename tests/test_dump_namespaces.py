@@ -8,10 +8,12 @@ network and cgroup namespaces saved as `runc checkpoint` saves them."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from corpus import kernels
+from corpus.restore import restore
 from ovm_offline.criu import images
 from ovm_offline.errors import ExitCode
 from tests.support.checks import assert_one_line_failure
@@ -121,3 +123,18 @@ def test_a_container_runc_made_is_one_container_and_its_namespaces_are_saved_as_
     assert {(c.path, c.cgns_prefix) for s in cgroup.sets for c in s.ctls} == {("/ovm-runc", len("/ovm-runc"))}
     stdio = json.loads((out / "descriptors.json").read_text())
     assert len(stdio) == 3 and all(d.startswith("pipe:[") for d in stdio)
+
+
+@pytest.mark.slow
+def test_the_runc_containers_check_sees_a_host_name_the_restore_changed(recording, dumped, tmp_path):
+    """The gate's check has teeth: our images with another host name in utsns-N restore under
+    `runc restore`, and the container's own check names the change."""
+    rec = recording("6.1", "runc")
+    ours = tmp_path / "images"
+    shutil.copytree(dumped("6.1", "runc"), ours)
+    (uts_file,) = ours.glob("utsns-*.img")
+    image = images.read_image(uts_file)
+    image.entries[0].nodename = "elsewhere"
+    images.write_image(uts_file, image.kind, image.entries)
+    result = restore(rec, ours, log=lambda m: None)
+    assert not result.ok and "host name elsewhere, was ovm-runc" in result.detail, result.detail

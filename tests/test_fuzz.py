@@ -12,8 +12,9 @@ from fuzz.harness import BAD
 pytestmark = pytest.mark.guest
 
 CASES = {"signals": 20}  # each starts an interpreter
-#: the recording each family mutates: runc's state is only in the runc workload's guest
-WORKLOAD = {"runtimes": "runc"}
+#: the recording each family mutates: runc's state and a container's mount namespace are only
+#: in the runc workload's guest
+WORKLOAD = {"runtimes": "runc", "mountns": "runc"}
 #: what shows that a family's cases reached the code they aim at: a refusal, or for `ps`
 #: alone (which lists what it can and warns about the rest) a warning
 REACHED = {"runtimes": "warned"}

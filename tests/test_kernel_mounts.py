@@ -1,7 +1,7 @@
 """The mounts of a mount namespace read from guest memory, line for line against the
 /proc/PID/mountinfo the guest itself printed for each process a moment before the snapshot
 (the record job keeps it in /run/ovm/facts, a tmpfs, so the dump holds it in the page cache):
-the runc container's 18 mounts (bind mounts of subdirectories, masked and read-only paths, a
+the runc container's 19 mounts (bind mounts of subdirectories, masked and read-only paths, a
 cgroup2 mount rooted at the container's cgroup), a tree in mount and network namespaces of its
 own, and the guest's initial namespace. A namespace whose count of mounts its list does not
 match, or a mount that names another namespace, is refused."""

@@ -24,6 +24,9 @@ __all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", 
 #: 100000, but containers hold a few dozen)
 MAX_NAMESPACE_MOUNTS = 1 << 14
 
+#: mount ids and peer group ids come from IDAs of ints (fs/namespace.c mnt_alloc_id, mnt_alloc_group_id)
+MAX_MOUNT_ID = 1 << 31
+
 # include/linux/mount.h
 MNT_NOSUID = 0x01
 MNT_NODEV = 0x02
@@ -103,16 +106,25 @@ def mount_info(mount: Struct, root: Struct) -> MountInfo:
     mnt_flags = int(mount.mnt.mnt_flags)
     options: tuple[str, ...] = ("ro" if mnt_flags & MNT_READONLY else "rw",)
     options += tuple(name for flag, name in MNT_OPTION_NAMES if mnt_flags & flag)
+    ids = {
+        "id": int(mount.mnt_id),
+        "parent's id": int(mount.mnt_parent.mnt_id),
+        "peer group": int(mount.mnt_group_id) if mnt_flags & MNT_SHARED else 0,
+        "master's peer group": int(master.mnt_group_id) if master else 0,
+    }
+    for what, value in ids.items():
+        if not 0 <= value < MAX_MOUNT_ID:
+            raise GuestDataError(f"mount 0x{mount.address_:x}: {what} {value}, which no mount has")
     return MountInfo(
-        mnt_id=int(mount.mnt_id),
-        parent_id=int(mount.mnt_parent.mnt_id),
+        mnt_id=ids["id"],
+        parent_id=ids["parent's id"],
         dev=int(sb.s_dev),
         root=dentry_path(mount.mnt.mnt_root),
         mount_point=mount_point_path(mount, root),
         mount_options=options,
         unbindable=bool(mnt_flags & MNT_UNBINDABLE),
-        shared_group=int(mount.mnt_group_id) if mnt_flags & MNT_SHARED else None,
-        master_group=int(master.mnt_group_id) if master else None,
+        shared_group=ids["peer group"] if mnt_flags & MNT_SHARED else None,
+        master_group=ids["master's peer group"] if master else None,
         fstype=fstype,
         source=kernel_text(devname.string_(4096)) if devname else "none",
         sb_flags=int(sb.s_flags),
