@@ -1,6 +1,6 @@
 """Benchmark `ovm-offline dump`, as ratios against baselines measured in the same run.
 
-    python bench/bench_dump.py [--kernel 6.1] [--workloads memhog-0,memhog-64,memhog-1024]
+    python bench/bench_dump.py [--kernel 6.1] [--workloads memhog-0,memhog-64,memhog-1024,runc]
                                [--sources elf,kdump,live] [--repeat 3] [--no-vol]
 
 For each memhog recording (recorded on first use; memhog-1024 needs a ~3 GiB guest, and
@@ -10,7 +10,10 @@ of it (the ELF dump, the kdump-zlib dump, the recorded live snapshot):
     each the best of --repeat runs, taken in turn so that the host's writeback falls on both;
   * peak RSS of the dumping process (it must not grow with the process's size);
 and for memhog-64 the whole dump vs Volatility's `linux.proc.Maps --dump` of the same process.
-memhog-0 gives the fixed cost of dumping a process with almost no memory.
+memhog-0 gives the fixed cost of dumping a process with almost no memory. The `runc` workload
+is dumped as a user names a container, `--container runc:ID`: its line against memhog-0's is
+what a container's namespaces, mounts and tmpfs archives, and finding it by its runtime's id,
+add (`cp` copies as many bytes as all its pages-N.img).
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ def source_of(rec, name: str) -> Path:
     raise SystemExit(f"unknown source {name!r}: elf, kdump or live")
 
 
+def dump_target(rec) -> list[str]:
+    """How `dump` is told what to save: a runc container by its runtime id, else the root's PID."""
+    ready = rec.manifest.get("ready", "")
+    if "container_init=" in ready and " id=" in ready:
+        return ["--container", "runc:" + ready.split(" id=", 1)[1].split()[0]]
+    return ["--pid", str(rec.manifest["root_pid"])]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel", default="6.1")
@@ -67,17 +78,18 @@ def main() -> None:
         tmp = Path(tmp)
         for name in args.workloads.split(","):
             rec = record(args.kernel, name, log=lambda m: print(m, file=sys.stderr))
-            pid = rec.manifest["root_pid"]
+            pid = rec.manifest["root_pid"]  # Volatility's
             out = tmp / f"{name}-images"
             for source in args.sources.split(","):
                 cmd = [sys.executable, "-m", "ovm_offline.cli", "dump", str(source_of(rec, source))]
-                cmd += ["--pid", str(pid), "-D", str(out), "-q"]
+                cmd += [*dump_target(rec), "-D", str(out), "-q"]
                 shutil.rmtree(out, ignore_errors=True)
                 timed(cmd)  # warm the symbol cache and the page cache of the dump
-                pages = out / "pages-1.img"
-                size = pages.stat().st_size
                 copy_src = tmp / "cp-src"
-                shutil.copyfile(pages, copy_src)
+                with open(copy_src, "wb") as copy:
+                    for pages in sorted(out.glob("pages-*.img")):
+                        copy.write(pages.read_bytes())
+                size = copy_src.stat().st_size
                 dump_runs, cp_runs, rss = [], [], 0
                 for _ in range(args.repeat):
                     shutil.rmtree(out)  # both write new files: no --force removal in the time
