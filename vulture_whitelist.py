@@ -48,3 +48,6 @@ _.time_for_children  # nsproxy's namespaces, listed whole
 # Read by a person, not by code: the API the lazy-ISF test walks, and a restore result's log.
 _.member_names  # ktypes: every member of a struct (the symbol-cache test reads them all)
 _.log_after  # corpus restore result: the workload's log after restore, for a failing test's reader
+
+# tarfile.TarInfo fields a tmpfs archive's members carry: tarfile writes them into the header.
+_.linkname, _.devmajor, _.devminor
