@@ -154,9 +154,13 @@ def _save_mnt(ctx: TreeContext) -> MountNamespaceState:
     container = ctx.runc_container
     if container is None:
         raise NotSaved(f"{RUNC_ONLY}, whose state names the mounts it binds in at restore")
-    return extract_mount_namespace(
-        ctx.tree[0], lambda mounts: runc_external_mounts(container, mounts), _cgroup_root(ctx)
-    )
+    try:
+        return extract_mount_namespace(
+            ctx.tree[0], lambda mounts: runc_external_mounts(container, mounts), _cgroup_root(ctx)
+        )
+    except UnsupportedError as e:  # a tmpfs file it cannot archive
+        root = ctx.processes[0]
+        raise UnsupportedError(f"PID {root.global_pid} ({root.comm}) is in a mount namespace whose {e}") from None
 
 
 def _save_cgroup(ctx: TreeContext) -> CgroupNamespaceState:

@@ -47,7 +47,7 @@ def _shmem_data(inode: Pointer | Struct, size: int, what: str) -> bytes:
     nr_pages = (size + PAGE_SIZE - 1) // PAGE_SIZE
     found = shmem_data_pages(prog, inode.i_mapping, nr_pages)
     if found.swapped:
-        raise UnsupportedError(f"{what}: {found.swapped} of its pages are swapped out, which a dump cannot read")
+        raise UnsupportedError(f"{what} has {found.swapped} pages swapped out, which a dump cannot read")
     data = bytearray(size)
     for index, pfn in found.pages:
         start = index * PAGE_SIZE
@@ -76,7 +76,9 @@ def _tmpfs_file(path: str, inode: Struct, budget_bytes: list[int], what: str) ->
     elif stat.S_ISREG(mode) and size:
         budget_bytes[0] -= size
         if budget_bytes[0] < 0:
-            raise UnsupportedError(f"{what}: tmpfs files of more than {MAX_TMPFS_BYTES >> 20} MiB, which a dump holds")
+            raise UnsupportedError(
+                f"{what} holds {size} bytes: more tmpfs data than the {MAX_TMPFS_BYTES >> 20} MiB a dump archives"
+            )
         file.data = _shmem_data(inode, size, what)
     return file
 

@@ -1,0 +1,78 @@
+"""A runc container's recording with its mounts and tmpfs files rewritten as a hostile guest
+has them: each case is refused by name before anything is written (the `mountns` fuzz family
+tries such rewrites at random; these are the ones it found or that matter most)."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from ovm_offline import dump as dumping
+from ovm_offline import inventory, sources
+from ovm_offline.errors import UnsupportedError
+from ovm_offline.kernel.fs.dcache import dentry_name
+from ovm_offline.kernel.fs.fs_struct import fs_root, task_fs
+from ovm_offline.kernel.fs.mounts import mnt_namespace_mounts, mount_info, task_mnt_ns
+from ovm_offline.kernel.fs.namei import WalkBudget, dentry_children
+from ovm_offline.kernel.task.tasks import find_task
+from tests.support.mutate import PatchedSource
+
+pytestmark = pytest.mark.guest
+
+
+def _mount_at(prog, pid: int, point: str):
+    """The ``struct mount`` the container's init sees at `point`."""
+    task = find_task(prog, pid)
+    root = fs_root(task_fs(task))
+    return next(m for m in mnt_namespace_mounts(task_mnt_ns(task)) if mount_info(m, root).mount_point == point)
+
+
+def _refused(rec, out, mutate) -> str:
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        mutate(source, inventory.open_kernel(source))
+        with pytest.raises(UnsupportedError) as refused:
+            dumping.dump(source, inventory.open_kernel(source), rec.manifest["root_pid"], out)
+    assert not out.exists()
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_mount_source_that_is_not_utf8_is_refused_by_name(recording, tmp_path, kernel):
+    rec = recording(kernel, "runc")
+    pid = rec.manifest["root_pid"]
+    seen = {}
+
+    def mutate(source, prog):
+        mount = _mount_at(prog, pid, "/dev/mqueue")
+        seen["id"] = int(mount.mnt_id)
+        name = int(mount.mnt_devname)
+        assert prog.read(name, 6) == b"mqueue"
+        source.patch_virtual(prog, name, b"mq\xffeue")
+
+    message = _refused(rec, tmp_path / "images", mutate)
+    assert f"is in a mount namespace with mount {seen['id']} whose source b'mq\\xffeue' is not valid UTF-8" in message
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_tmpfs_file_of_absurd_size_is_refused_by_name_not_read(recording, tmp_path, kernel):
+    """/dev/null made a regular file of 1 TiB: the archive would hold it, so the dump refuses
+    it by its path before reading (or allocating) a byte of it."""
+    rec = recording(kernel, "runc")
+    pid = rec.manifest["root_pid"]
+
+    def mutate(source, prog):
+        dev = _mount_at(prog, pid, "/dev")
+        null = next(d for d in dentry_children(dev.mnt.mnt_root.deref(), WalkBudget()) if dentry_name(d) == b"null")
+        inode = null.d_inode.deref()
+        mode = prog.member_offset("inode", "i_mode")
+        source.patch_virtual(prog, inode.address_ + mode, (stat.S_IFREG | 0o644).to_bytes(2, "little"))
+        size = prog.member_offset("inode", "i_size")
+        source.patch_virtual(prog, inode.address_ + size, (1 << 40).to_bytes(8, "little"))
+
+    message = _refused(rec, tmp_path / "images", mutate)
+    root = rec.manifest["root_pid"]
+    assert (
+        f"PID {root} (pipetree) is in a mount namespace whose tmpfs on /dev/null holds 1099511627776 bytes:"
+        " more tmpfs data than the 64 MiB a dump archives"
+    ) in message
