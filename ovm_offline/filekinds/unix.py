@@ -67,11 +67,11 @@ class UnixSocketState(FileState):
     queue: list[QueuedPacket] = dataclasses.field(default_factory=list)
 
 
-def queued_packets(u: Struct, rcvbuf: int, where: str) -> list[QueuedPacket]:
+def queued_packets(u: Struct, rcvbuf: int, where: str, passcred: bool) -> list[QueuedPacket]:
     """The receive queue of a ``struct unix_sock`` as CRIU's peeking reads return it: one
-    packet per datagram; for a stream, the bytes of consecutive skbs from one writer (the
-    kernel never glues different writers' bytes in one read) in reads of at most
-    SO_RCVBUF - 32 bytes."""
+    packet per datagram; for a stream, the bytes of consecutive skbs in reads of at most
+    SO_RCVBUF - 32 bytes, which the kernel (unix_stream_read_generic) glues across writers
+    unless the socket has SO_PASSCRED: then one read holds one writer's bytes."""
     skbs = unix_receive_queue(u)
     for skb in skbs:
         if skb.has_fds:
@@ -82,7 +82,7 @@ def queued_packets(u: Struct, rcvbuf: int, where: str) -> list[QueuedPacket]:
     out: list[QueuedPacket] = []
     run, writer = b"", None
     for s in skbs:
-        if run and (s.pid, s.uid, s.gid) != writer:
+        if run and passcred and (s.pid, s.uid, s.gid) != writer:
             out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
             run = b""
         writer = (s.pid, s.uid, s.gid)
@@ -117,7 +117,7 @@ def unix_socket_state(prog: Program, file: Pointer, where: str) -> UnixSocketSta
             deleted = dcache.d_unlinked(u.path.dentry)
     peer = unix_peer(u)
     opts = socket_options(prog, sock, sk)
-    queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, where)
+    queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, where, opts.passcred)
     return UnixSocketState(
         ino=sock_socket_ino(sk),
         type=sk.sk_type,
