@@ -10,6 +10,7 @@ complete.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from .extract.files import extract_files, extract_fs
 from .extract.mm import extract_mm
 from .extract.namespaces import tree_namespaces
 from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
-from .extract.runtimes import runc_containers, runc_descriptors
+from .extract.runtimes import RuncContainer, runc_containers, runc_descriptors
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
 from .kernel.core.objects import Pointer, Struct
@@ -207,12 +208,14 @@ def cgroup_dirs(
     return dirs
 
 
-def runtime_descriptors(prog: Program, root: ProcessState, namespaces: TreeNamespaces) -> list[str] | None:
+def runtime_descriptors(
+    containers: Callable[[], dict[int, RuncContainer]], root: ProcessState, namespaces: TreeNamespaces
+) -> list[str] | None:
     """descriptors.json for `runc restore` when the tree is a runc container whose mount
     namespace is saved (only a runc container's is)."""
     if namespaces.mnt is None:
         return None
-    container = runc_containers(prog).get(root.global_pid)
+    container = containers().get(root.global_pid)
     return runc_descriptors(container) if container is not None else None
 
 
@@ -249,7 +252,8 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
     refusals += unencodable_text(processes)
     filekinds.leave_out_dangling_files(processes, refusals)
     root_namespaces = namespace_ids(prog["init_task"])
-    namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem)
+    containers = functools.cache(lambda: runc_containers(prog))  # searched once, if at all
+    namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem, containers)
     before_namespaces = len(refusals)
     refusals += [Refusal(r.pid, r.comm, r.why) for r in ns_refusals]
     refusals += mount_namespace_refusals(processes[0], namespaces.mnt)
@@ -264,7 +268,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
         boottime_ns=timekeeping.ktime_get_boottime_ns(prog),
         cgroups=cgroups,
         namespaces=namespaces,
-        runtime_descriptors=runtime_descriptors(prog, processes[0], namespaces),
+        runtime_descriptors=runtime_descriptors(containers, processes[0], namespaces),
     )
     return Extraction(tree, processes, shared, dump_set, refusals)
 

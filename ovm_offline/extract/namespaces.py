@@ -67,7 +67,10 @@ class TreeContext:
     @functools.cached_property
     def runc_container(self) -> RuncContainer | None:
         """The runc container whose first process is the tree's root, if runc made it."""
-        return runc_containers(self.prog).get(self.processes[0].global_pid)
+        return self.containers().get(self.processes[0].global_pid)
+
+    def containers(self) -> dict[int, RuncContainer]:
+        return runc_containers(self.prog)
 
 
 class NotSaved(Exception):
@@ -182,15 +185,23 @@ NAMESPACE_KINDS = (
 
 
 def tree_namespaces(
-    prog: Program, tree: list[Struct], processes: list[ProcessState], shmem: dict[int, SharedMemory]
+    prog: Program,
+    tree: list[Struct],
+    processes: list[ProcessState],
+    shmem: dict[int, SharedMemory],
+    containers: Callable[[], dict[int, RuncContainer]] | None = None,
 ) -> tuple[TreeNamespaces, list[NamespaceRefusal]]:
     """The namespaces of its own tree `tree` (``struct task_struct`` list, root first, with
     their ProcessStates) lives in, as the images save them, and every refusal: a namespace of
     the root's that ovm-offline cannot save, a process in another namespace than the root's
-    (nested), a process that unshared a PID or time namespace for children it has not forked."""
+    (nested), a process that unshared a PID or time namespace for children it has not forked.
+    `containers()` gives the guest's runc containers (`runc_containers`), read only when a
+    namespace needs them."""
     init = task_namespaces(prog["init_task"])
     inodes: list[NamespaceInodes] = [task_namespaces(t) for t in tree]
     ctx = TreeContext(prog, tree, processes, shmem, [])
+    if containers is not None:
+        ctx.containers = containers  # type: ignore[method-assign]
     saved = TreeNamespaces()
     for proc, ns in zip(processes, inodes):
         if ns.mnt is None:  # every kernel has mount namespaces: it dropped its nsproxy
