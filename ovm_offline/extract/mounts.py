@@ -15,7 +15,7 @@ from ..kernel.core.objects import Struct
 from ..kernel.fs.fs_struct import fs_root, task_fs
 from ..kernel.fs.mounts import mnt_namespace_mounts, mount_info, task_mnt_ns
 from ..kernel.fs.namei import WalkBudget
-from ..kernel.fs.tmpfs import MAX_TMPFS_BYTES, tmpfs_files
+from ..kernel.fs.tmpfs import ByteBudget, tmpfs_files
 from ..state import MountInfo, MountNamespaceState, TmpfsContents
 
 __all__ = ["extract_mount_namespace"]
@@ -33,14 +33,15 @@ def extract_mount_namespace(
         raise GuestDataError(f"PID {task.pid} has no mount namespace or fs_struct (it is exiting)")
     root = fs_root(fs)
     visible = [(mount, info) for mount in mnt_namespace_mounts(ns) if (info := mount_info(mount, root)).mount_point]
+    # (mountinfo leaves out the mounts the root does not reach, and so does criu)
     mounts = [info for _, info in visible]
     external = external_of(mounts)
-    budget, bytes_left = WalkBudget(), [MAX_TMPFS_BYTES]
+    budget, data_budget = WalkBudget(), ByteBudget()
     archived: dict[int, TmpfsContents] = {}
     for mount, info in visible:
         if info.fstype != "tmpfs" or info.root != "/" or info.mount_point in external or info.dev in archived:
             continue
         where = f"tmpfs on {info.mount_point}"
-        files = tmpfs_files(mount.mnt.mnt_root.deref(), where, budget, bytes_left)
+        files = tmpfs_files(mount.mnt.mnt_root.deref(), where, budget, data_budget)
         archived[info.dev] = TmpfsContents(info.dev, info.mount_point or "", files)
     return MountNamespaceState(int(ns.ns.inum), mounts, external, cgroup_root, list(archived.values()))

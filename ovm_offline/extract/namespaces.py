@@ -60,6 +60,8 @@ class TreeContext:
     processes: list[ProcessState]
     shmem: dict[int, SharedMemory]
     refusals: list[NamespaceRefusal]
+    #: the guest's runc containers (`runc_containers`), searched only when a saver asks
+    containers: Callable[[], dict[int, RuncContainer]]
 
     def refuse(self, proc: ProcessState, why: str) -> None:
         self.refusals.append(NamespaceRefusal(proc.global_pid, proc.comm, f"PID {proc.global_pid} ({proc.comm}) {why}"))
@@ -68,9 +70,6 @@ class TreeContext:
     def runc_container(self) -> RuncContainer | None:
         """The runc container whose first process is the tree's root, if runc made it."""
         return self.containers().get(self.processes[0].global_pid)
-
-    def containers(self) -> dict[int, RuncContainer]:
-        return runc_containers(self.prog)
 
 
 class NotSaved(Exception):
@@ -199,9 +198,7 @@ def tree_namespaces(
     namespace needs them."""
     init = task_namespaces(prog["init_task"])
     inodes: list[NamespaceInodes] = [task_namespaces(t) for t in tree]
-    ctx = TreeContext(prog, tree, processes, shmem, [])
-    if containers is not None:
-        ctx.containers = containers  # type: ignore[method-assign]
+    ctx = TreeContext(prog, tree, processes, shmem, [], containers or (lambda: runc_containers(prog)))
     saved = TreeNamespaces()
     for proc, ns in zip(processes, inodes):
         if ns.mnt is None:  # every kernel has mount namespaces: it dropped its nsproxy

@@ -10,6 +10,7 @@ archives it with tar.
 from __future__ import annotations
 
 import stat
+from dataclasses import dataclass
 
 from ...errors import GuestDataError, UnsupportedError
 from ...state.ns import TmpfsFile
@@ -18,12 +19,19 @@ from ..mm.shmem import PAGE_SIZE, shmem_data_pages
 from .dcache import d_unhashed, dentry_name, inode_ino, inode_mode, inode_size
 from .namei import WalkBudget, dentry_children
 
-__all__ = ["MAX_TMPFS_BYTES", "inode_mtime", "inode_nlink", "shmem_symlink_target", "tmpfs_files"]
+__all__ = ["MAX_TMPFS_BYTES", "ByteBudget", "inode_mtime", "inode_nlink", "shmem_symlink_target", "tmpfs_files"]
 
 #: the data one dump archives from the tmpfs mounts of a container: far more than a /dev, a
 #: masked directory or a small /dev/shm hold; more is refused by name, not held in memory
 MAX_TMPFS_BYTES = 64 << 20
 PATH_MAX = 4096
+
+
+@dataclass
+class ByteBudget:
+    """How many more bytes of tmpfs file data one dump may archive."""
+
+    left: int = MAX_TMPFS_BYTES
 
 
 def inode_mtime(inode: Struct) -> int:
@@ -66,7 +74,7 @@ def shmem_symlink_target(inode: Pointer | Struct, what: str) -> bytes:
     return _shmem_data(inode, size, what)
 
 
-def _tmpfs_file(path: str, inode: Struct, budget_bytes: list[int], what: str) -> TmpfsFile:
+def _tmpfs_file(path: str, inode: Struct, data_budget: ByteBudget, what: str) -> TmpfsFile:
     mode = inode_mode(inode)
     size = inode_size(inode)
     uid, gid = int(inode.i_uid.val), int(inode.i_gid.val)
@@ -74,8 +82,8 @@ def _tmpfs_file(path: str, inode: Struct, budget_bytes: list[int], what: str) ->
     if stat.S_ISLNK(mode):
         file.target = shmem_symlink_target(inode, what)
     elif stat.S_ISREG(mode) and size:
-        budget_bytes[0] -= size
-        if budget_bytes[0] < 0:
+        data_budget.left -= size
+        if data_budget.left < 0:
             raise UnsupportedError(
                 f"{what} holds {size} bytes: more tmpfs data than the {MAX_TMPFS_BYTES >> 20} MiB a dump archives"
             )
@@ -83,16 +91,16 @@ def _tmpfs_file(path: str, inode: Struct, budget_bytes: list[int], what: str) ->
     return file
 
 
-def tmpfs_files(root: Struct, where: str, budget: WalkBudget, budget_bytes: list[int]) -> list[TmpfsFile]:
+def tmpfs_files(root: Struct, where: str, budget: WalkBudget, data_budget: ByteBudget) -> list[TmpfsFile]:
     """Every file of the tmpfs whose root is the ``struct dentry`` `root`, the root first
     (path ""), each directory before what it holds; `where` names the tmpfs in errors;
-    `budget_bytes` ([bytes]) is what regular files may still hold, shared by one dump."""
+    `data_budget` is what regular files may still hold, shared by one dump."""
     files: list[TmpfsFile] = []
     stack: list[tuple[str, Struct]] = [("", root)]
     while stack:
         path, dentry = stack.pop()
         what = f"{where}/{path}" if path else where
-        file = _tmpfs_file(path, dentry.d_inode.deref(), budget_bytes, what)
+        file = _tmpfs_file(path, dentry.d_inode.deref(), data_budget, what)
         files.append(file)
         if not stat.S_ISDIR(file.mode):
             continue
