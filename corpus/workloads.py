@@ -332,6 +332,7 @@ STANDARD = (
     "container-uts",
     "container-unsaved",
     "runc",
+    "runc-userns",
     "ipc",
     "shmem",
     "sysvshm",

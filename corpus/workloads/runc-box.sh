@@ -34,8 +34,8 @@ cp -a /bin /lib /usr /etc "$SYSROOT/"
 for d in proc sys dev run tmp; do mkdir -p "$SYSROOT/$d"; done
 for d in proc sys dev; do mount --rbind "/$d" "$SYSROOT/$d"; done
 # the container's writable bind mount /data (config.json: source /data of runc's root): the
-# workload's own files, /run/ovm/runc.files, which the record job carries to a restore
-DATA=/run/ovm/runc.files
+# workload's own files, /run/ovm/runc-box.files, which the record job carries to a restore
+DATA=/run/ovm/runc-box.files
 mkdir -p "$DATA" "$SYSROOT/data"
 mount --bind "$DATA" "$SYSROOT/data"
 
