@@ -50,6 +50,8 @@ XTABLES_EXTENSIONS = ["libxt_standard.so", "libxt_mark.so"]
 EXTRA_TOOLS = ["/usr/bin/tar"]
 # runc-box's bundle config: `runc spec` of the pinned runc, with the corpus's changes
 RUNC_CONFIG = GUEST_DIR / "runc-config.json"
+#: the same with a user namespace (container root is 100000 outside)
+RUNC_USERNS_CONFIG = GUEST_DIR / "runc-config-userns.json"
 # the job scripts' own C helpers (/bin/NAME for guest/NAME.c)
 GUEST_TOOLS = sorted(GUEST_DIR.glob("*.c"))
 
@@ -67,7 +69,7 @@ def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
     host_tools.append(_version_line([XTABLES_MULTI, "iptables", "--version"]))
-    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + GUEST_TOOLS + workload_sources()
+    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG, RUNC_USERNS_CONFIG] + GUEST_TOOLS + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
 
@@ -160,6 +162,7 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
         libs.update(shared_libraries(Path(XTABLES_LIBDIR) / ext))
     archive.directory("etc/ovm")
     archive.file("etc/ovm/runc-config.json", RUNC_CONFIG.read_bytes())
+    archive.file("etc/ovm/runc-config-userns.json", RUNC_USERNS_CONFIG.read_bytes())
     for name, binary in binaries.items():
         archive.file(f"bin/{name}", binary.read_bytes(), 0o755)
         libs.update(shared_libraries(binary))

@@ -193,6 +193,15 @@ _STOPPED = {
             " its check sees the host name and mounts unchanged",
         ),
         Workload(
+            "runc-userns",
+            "runc-box",
+            ("userns",),
+            root_key="container_init",
+            golden_tool="runc",
+            restore_prepare="runc-box prepare userns",
+            description="the runc container with a user namespace too (root is 100000 outside)",
+        ),
+        Workload(
             "ipc",
             "ipc",
             run_after_restore=1.0,
@@ -323,6 +332,7 @@ STANDARD = (
     "container-uts",
     "container-unsaved",
     "runc",
+    "runc-userns",
     "ipc",
     "shmem",
     "sysvshm",

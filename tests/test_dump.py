@@ -38,6 +38,7 @@ WORKLOADS = [
     "evfds",
     "inet",
     "runc",
+    "runc-userns",
 ]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest

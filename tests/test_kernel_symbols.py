@@ -382,6 +382,7 @@ MEMBER_TABLE_OF_FORMAT = {
     10: "e56d05eb0ded1987",
     11: "e3c5723b1ea81c86",
     12: "ba774885370561d7",
+    13: "04798872deb7dc01",
 }
 
 

@@ -75,8 +75,8 @@ echo "criu_dump_rc=$rc seconds=$(( $(date +%s) - start ))" > facts/criu
 [ $rc -eq 0 ] || { cp /run/ovm/golden/dump.log facts/ 2>/dev/null;
     tar -c -f /dev/vdb facts; fail "criu dump exited $rc: $(grep Error /run/ovm/golden/dump.log | tail -n 3 | tr '\n' ' ')"; }
 # The workload's files as they are at dump time: the restore harness recreates them (with
-# the directory $W.files a workload keeps its own files in, if it has one).
-tar -c -f files.tar "$W.log" "$PROG" $([ -d "$W.files" ] && echo "$W.files")
+# the directory $PROG.files a workload program keeps its own files in, if it has one).
+tar -c -f files.tar "$W.log" "$PROG" $([ -d "$PROG.files" ] && echo "$PROG.files")
 tar -c -f /dev/vdb facts golden files.tar || fail "writing results to /dev/vdb"
 sync
 ctl "DONE"

@@ -16,6 +16,15 @@
 # guest's init sees it) id=ovm-runc
 set -eu
 ID=ovm-runc
+CONFIG=runc-config.json
+PREPARE=
+OWNER=
+for arg in "$@"; do
+    case "$arg" in
+    prepare) PREPARE=1 ;;
+    userns) CONFIG=runc-config-userns.json; OWNER=100000:100000 ;;
+    esac
+done
 SYSROOT=/run/runc-sysroot
 BUNDLE=/bundle
 mkdir -p "$SYSROOT"
@@ -25,8 +34,8 @@ cp -a /bin /lib /usr /etc "$SYSROOT/"
 for d in proc sys dev run tmp; do mkdir -p "$SYSROOT/$d"; done
 for d in proc sys dev; do mount --rbind "/$d" "$SYSROOT/$d"; done
 # the container's writable bind mount /data (config.json: source /data of runc's root): the
-# workload's own files, /run/ovm/runc.files, which the record job carries to a restore
-DATA=/run/ovm/runc.files
+# workload's own files, /run/ovm/runc-box.files, which the record job carries to a restore
+DATA=/run/ovm/runc-box.files
 mkdir -p "$DATA" "$SYSROOT/data"
 mount --bind "$DATA" "$SYSROOT/data"
 
@@ -35,9 +44,11 @@ mkdir -p "$ROOTFS"
 cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
 for d in proc sys dev run tmp data; do mkdir -p "$ROOTFS/$d"; done
-cp /etc/ovm/runc-config.json "$SYSROOT$BUNDLE/config.json"
+cp "/etc/ovm/$CONFIG" "$SYSROOT$BUNDLE/config.json"
+# a user namespace's root owns the root file system and the data directory
+[ -n "$OWNER" ] && chown -R "$OWNER" "$ROOTFS" "$DATA"
 # `runc-box prepare`: only the sysroot and the bundle, for a `runc restore` of the container
-[ "${1:-}" = prepare ] && exit 0
+[ -n "$PREPARE" ] && exit 0
 
 # runc runs in a mount namespace of its own where the sysroot is moved onto / (as switch_root
 # does): the container's root, after pivot_root, is then mounted on / of its namespace's root

@@ -54,6 +54,7 @@ __all__ = [
     "TIMENS",
     "TMPFS_DEV",
     "TTY_INFO",
+    "USERNS",
     "UTSNS",
     "kind_for_filename",
 ]
@@ -160,6 +161,7 @@ TCP_STREAM = _k(
     "tcp-stream", "TCP_STREAM", 0x51465506, net_pb.tcp_stream_entry, "tcp-stream-{id}.img",
     single=True, payload_fields=("inq_len", "outq_len"), id_hex=True,
 )  # fmt: skip
+USERNS = _k("userns", "USERNS", 0x55474906, ns_pb.userns_entry, "userns-{id}.img", single=True)
 #: a tmpfs's files as `tar --create --gzip` writes them (criu 3.17 names it with ".img")
 TMPFS_DEV = _k("tmpfs-dev", "TMPFS_DEV", None, None, "tmpfs-dev-{id}.tar.gz.img")
 STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", single=True, prefix=SERVICE_MAGIC)
@@ -167,7 +169,7 @@ STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", sing
 KINDS: tuple[ImageKind, ...] = (
     INVENTORY, PSTREE, CORE, IDS, MM, PAGEMAP, PAGES, FDINFO, FILES, FS, TTY_INFO, TIMENS, CGROUP,
     SECCOMP, UTSNS, IPCNS_VAR, IPCNS_SHM, MOUNTPOINTS, NETNS, PIPES_DATA, FIFO_DATA, SK_QUEUES, TCP_STREAM, STATS,
-    TMPFS_DEV,
+    TMPFS_DEV, USERNS,
     # Images CRIU 3.17 reads but no longer writes by default (their entries moved into core and
     # files.img), and the rarer ones; listed so that any image in a directory decodes.
     _k("creds", "CREDS", 0x54023547, task_pb.creds_entry, "creds-{id}.img", single=True),
@@ -201,7 +203,6 @@ KINDS: tuple[ImageKind, ...] = (
     _k("posix-timers", "POSIX_TIMERS", 0x52603957, task_pb.posix_timer_entry, "posix-timers-{id}.img"),
     _k("rlimit", "RLIMIT", 0x57113925, task_pb.rlimit_entry, "rlimit-{id}.img"),
     _k("signal", "SIGNAL", 0x59255647, task_pb.siginfo_entry, "signal-p-{id}.img"),
-    _k("userns", "USERNS", 0x55474906, ns_pb.userns_entry, "userns-{id}.img", single=True),
     _k("pidns", "PIDNS", 0x61157326, ns_pb.pidns_entry, "pidns-{id}.img", single=True),
     _k("irmap-cache", "IRMAP_CACHE", 0x57004059, files_pb.irmap_cache_entry, "irmap-cache", prefix=SERVICE_MAGIC),
     # Raw files: the output of ip/iptables/nft/tar, kept opaque.

@@ -8,6 +8,7 @@ host tmpfs) is not archived.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ..errors import GuestDataError
@@ -16,9 +17,25 @@ from ..kernel.fs.fs_struct import fs_root, task_fs
 from ..kernel.fs.mounts import mnt_namespace_mounts, mount_info, task_mnt_ns
 from ..kernel.fs.namei import WalkBudget
 from ..kernel.fs.tmpfs import ByteBudget, tmpfs_files
+from ..kernel.ns.nsproxy import task_user_ns
+from ..kernel.task.cred import from_kid_munged, is_init_user_ns
 from ..state import MountInfo, MountNamespaceState, TmpfsContents
 
 __all__ = ["extract_mount_namespace"]
+
+
+def _ids_in(ns, options: str | None) -> str | None:
+    """A file system's options with their uid= and gid= as user namespace `ns` sees them
+    (criu writes a container's mounts so)."""
+    if options is None or ns is None:
+        return options
+    out = []
+    for option in options.split(","):
+        name, _, value = option.partition("=")
+        if name in ("uid", "gid") and value.isdigit():
+            option = f"{name}={from_kid_munged(ns, int(value), name)}"
+        out.append(option)
+    return ",".join(out)
 
 
 def extract_mount_namespace(
@@ -32,7 +49,13 @@ def extract_mount_namespace(
     if ns is None or fs is None:
         raise GuestDataError(f"PID {task.pid} has no mount namespace or fs_struct (it is exiting)")
     root = fs_root(fs)
-    visible = [(mount, info) for mount in mnt_namespace_mounts(ns) if (info := mount_info(mount, root)).mount_point]
+    user_ns = task_user_ns(task)
+    user_ns = None if user_ns is None or is_init_user_ns(task.prog_, user_ns) else user_ns
+    visible = [
+        (mount, dataclasses.replace(info, fs_options=_ids_in(user_ns, info.fs_options)))
+        for mount in mnt_namespace_mounts(ns)
+        if (info := mount_info(mount, root)).mount_point
+    ]
     # (mountinfo leaves out the mounts the root does not reach, and so does criu)
     mounts = [info for _, info in visible]
     external = external_of(mounts)
@@ -43,5 +66,9 @@ def extract_mount_namespace(
             continue
         where = f"tmpfs on {info.mount_point}"
         files = tmpfs_files(mount.mnt.mnt_root.deref(), where, budget, data_budget)
+        if user_ns is not None:  # owners as the container's user namespace sees them, as criu's tar
+            for file in files:
+                file.uid = from_kid_munged(user_ns, file.uid, "uid")
+                file.gid = from_kid_munged(user_ns, file.gid, "gid")
         archived[info.dev] = TmpfsContents(info.dev, info.mount_point or "", files)
     return MountNamespaceState(int(ns.ns.inum), mounts, external, cgroup_root, list(archived.values()))

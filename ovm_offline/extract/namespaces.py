@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.ns.cgroup import cgroup_ns_root_path, task_cgroup_ns
-from ..kernel.ns.nsproxy import NamespaceInodes, task_namespaces
+from ..kernel.ns.nsproxy import NamespaceInodes, task_namespaces, task_user_ns
 from ..kernel.ns.uts import task_uts_ns, uts_domainname, uts_nodename
+from ..kernel.task.cred import is_init_user_ns, uid_gid_map_extents
 from ..state import (
     CgroupNamespaceState,
     IpcNamespaceState,
@@ -29,6 +30,7 @@ from ..state import (
     ProcessState,
     SharedMemory,
     TreeNamespaces,
+    UserNamespaceState,
     UtsNamespaceState,
 )
 from .ipc import extract_ipc_namespace, task_ipc_ns
@@ -165,6 +167,18 @@ def _save_mnt(ctx: TreeContext) -> MountNamespaceState:
         raise UnsupportedError(f"PID {root.global_pid} ({root.comm}) is in a mount namespace whose {e}") from None
 
 
+def _save_user(ctx: TreeContext) -> UserNamespaceState:
+    """The root's user namespace, one level below the guest's (criu saves no deeper)."""
+    ns = _root_task_ns(ctx, task_user_ns, "user namespace")
+    if not is_init_user_ns(ctx.prog, ns.parent):
+        raise NotSaved("it is nested in another user namespace, which ovm-offline cannot save")
+    return UserNamespaceState(
+        inum=int(ns.ns.inum),
+        uid_map=uid_gid_map_extents(ns.uid_map),
+        gid_map=uid_gid_map_extents(ns.gid_map),
+    )
+
+
 def _save_cgroup(ctx: TreeContext) -> CgroupNamespaceState:
     ns = _root_task_ns(ctx, task_cgroup_ns, "cgroup namespace")
     return CgroupNamespaceState(inum=int(ns.ns.inum), root=cgroup_ns_root_path(ns))
@@ -178,7 +192,7 @@ NAMESPACE_KINDS = (
     NamespaceKind("uts", "UTS namespace", _save_uts),
     NamespaceKind("time", "time namespace", None, for_children="time_for_children"),
     NamespaceKind("mnt", "mount namespace", _save_mnt),
-    NamespaceKind("user", "user namespace", None),
+    NamespaceKind("user", "user namespace", _save_user),
     NamespaceKind("cgroup", "cgroup namespace", _save_cgroup),
 )
 

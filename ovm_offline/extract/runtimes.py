@@ -155,6 +155,19 @@ def _bind_destinations(container: RuncContainer) -> list[str]:
     return [str(d) for d in binds]
 
 
+def _user_ns_devices(container: RuncContainer) -> list[str]:
+    config = container.state.get("config")
+    if not isinstance(config, dict):
+        return []
+    spaces = config.get("namespaces") or []
+    if not isinstance(spaces, list) or not any(isinstance(n, dict) and n.get("type") == "NEWUSER" for n in spaces):
+        return []
+    devices = config.get("devices") or []
+    if not isinstance(devices, list):
+        raise GuestDataError(f"runc state of container {container.ident!r}: config.devices is not a list")
+    return [str(d["path"]) for d in devices if isinstance(d, dict) and isinstance(d.get("path"), str)]
+
+
 def runc_external_mounts(container: RuncContainer, mounts: list[MountInfo]) -> dict[str, str]:
     """The mounts `runc checkpoint` names external to criu, as {mount point: key}: each bind
     mount of the container's config, by its destination (runc binds the same source there at
@@ -163,6 +176,8 @@ def runc_external_mounts(container: RuncContainer, mounts: list[MountInfo]) -> d
     masked = set(_string_list(container, "mask_paths"))
     points = {m.mount_point for m in mounts}
     external = {d: d for d in _bind_destinations(container) if d in points}
+    # in a user namespace runc binds the host's device nodes instead of making them
+    external.update({d: d for d in _user_ns_devices(container) if d in points})
     external.update({m.mount_point: "/dev/null" for m in mounts if m.mount_point in masked and m.root != "/"})
     return external
 

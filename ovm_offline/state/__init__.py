@@ -25,6 +25,7 @@ from .ns import (
     TmpfsContents,
     TmpfsFile,
     TreeNamespaces,
+    UserNamespaceState,
     UtsNamespaceState,
 )
 from .process import ProcessState, TaskStateName
@@ -37,6 +38,7 @@ __all__ = [
     "NetNamespaceState",
     "TmpfsContents",
     "TmpfsFile",
+    "UserNamespaceState",
     "UserWrite",
     "TaskStateName",
     "VmaKind",

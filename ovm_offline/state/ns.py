@@ -17,6 +17,7 @@ __all__ = [
     "NamespaceIds",
     "TmpfsContents",
     "TmpfsFile",
+    "UserNamespaceState",
     "IpcShmSegment",
     "IpcNamespaceState",
     "TreeNamespaces",
@@ -204,6 +205,16 @@ class NetNamespaceState:
 
 
 @dataclasses.dataclass
+class UserNamespaceState:
+    """The tree's own user namespace, as userns-N.img holds it: its uid and gid maps, each a
+    list of (first id inside, first kernel id, count) extents."""
+
+    inum: int
+    uid_map: list[tuple[int, int, int]]
+    gid_map: list[tuple[int, int, int]]
+
+
+@dataclasses.dataclass
 class TreeNamespaces:
     """The namespaces of its own a dumped tree lives in and CRIU saves (None: the tree shares
     the guest's, which CRIU leaves to the restoring system)."""
@@ -213,3 +224,4 @@ class TreeNamespaces:
     mnt: MountNamespaceState | None = None
     cgroup: CgroupNamespaceState | None = None
     net: NetNamespaceState | None = None
+    user: UserNamespaceState | None = None

@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...state import IpcNamespaceState, NamespaceIds, NetNamespaceState, ProcessState, UtsNamespaceState
+from ...state import (
+    IpcNamespaceState,
+    NamespaceIds,
+    NetNamespaceState,
+    ProcessState,
+    UserNamespaceState,
+    UtsNamespaceState,
+)
 from .. import images
 from .common import N, NamespaceOut, T
 from .mnt import write_mount_namespace
@@ -135,6 +142,15 @@ def write_net_namespace(ns: NetNamespaceState, ns_image_id: int, out: NamespaceO
     id in ids-N.img, for its runtime to make anew at restore."""
 
 
+def write_user_namespace(ns: UserNamespaceState, ns_image_id: int, out: NamespaceOut) -> None:
+    """userns.c dump_user_ns: userns-N.img, the maps as /proc/PID/uid_map shows them."""
+    entry = N.userns_entry(
+        uid_map=[N.uid_gid_extent(first=f, lower_first=lo, count=c) for f, lo, c in ns.uid_map],
+        gid_map=[N.uid_gid_extent(first=f, lower_first=lo, count=c) for f, lo, c in ns.gid_map],
+    )
+    out.put(images.USERNS, [entry], ns_image_id)
+
+
 #: the images of each namespace the tree has of its own (extract/namespaces.py saves its
 #: state), by TreeNamespaces field, in the order CRIU writes them after the tasks; the
 #: cgroup namespace is cgroup.img's prefix (cgroup.py)
@@ -143,4 +159,5 @@ NAMESPACE_WRITERS: dict[str, Callable[[Any, int, NamespaceOut], None]] = {
     "uts": write_uts_namespace,
     "ipc": write_ipc_namespace,
     "mnt": write_mount_namespace,
+    "user": write_user_namespace,
 }

@@ -362,7 +362,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct tty_driver": "tty_struct.driver",
     "pointer to struct request_sock": "tcp_sock.fastopen_rsk",
     "pointer to struct unix_address": "unix_sock.addr",
-    "pointer to struct user_namespace": "cred.user_ns",
+    "pointer to struct user_namespace": "cred.user_ns user_namespace.parent",
     "pointer to struct uts_namespace": "nsproxy.uts_ns",
     "struct new_utsname": "uts_namespace.name",
     "struct uid_gid_map": "user_namespace.gid_map user_namespace.uid_map",
