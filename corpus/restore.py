@@ -9,6 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ovm_offline.criu import images as criu_images
+
 from . import initramfs, jobs, kernels
 from .errors import GuestLost
 from .guest import Guest
@@ -29,6 +31,33 @@ class RestoreResult(Verdict):
 def _log_at_dump(rec: Recording, log_name: str) -> str:
     with tarfile.open(rec.files_tar) as tar:
         return tar.extractfile(log_name).read().decode(errors="replace")
+
+
+def _appended_offsets(images: Path) -> dict[str, int]:
+    """{path: offset} of each regular file the images hold open."""
+    entries = criu_images.read_image(images / criu_images.FILES.filename()).entries
+    return {e.reg.name: e.reg.pos for e in entries if e.HasField("reg")}
+
+
+def files_at_images_moment(rec: Recording, images: Path, work: Path) -> Path:
+    """The recording's files.tar with each file its workload only appends to cut to the offset
+    `images` hold open (the file as it was when they were taken; files.tar holds it as it
+    grew until criu's dump, seconds after an as-is snapshot)."""
+    appended = get_workload(rec.manifest["workload"]).appended_files
+    if not appended:
+        return rec.files_tar
+    offsets = _appended_offsets(images)
+    cut = work / "files.tar"
+    with tarfile.open(rec.files_tar) as src, tarfile.open(cut, "w") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member) if member.isfile() else None
+            for image_path, tar_path in appended:
+                if member.name == tar_path and image_path in offsets:
+                    if offsets[image_path] > member.size:
+                        raise ValueError(f"{image_path} is open at {offsets[image_path]}, past its {member.size} bytes")
+                    member.size = offsets[image_path]
+            dst.addfile(member, data)
+    return cut
 
 
 def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
@@ -70,7 +99,7 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
             {
                 "job.sh": script,
                 "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
-                "files.tar": rec.files_tar,
+                "files.tar": files_at_images_moment(rec, images, work),
                 "images": images,
             },
         )

@@ -95,6 +95,10 @@ class Workload:
     # "criu": golden images from `criu dump -t ROOT`; "runc": from `runc checkpoint` of the
     # workload's runc container
     golden_tool: Literal["criu", "runc"] = "criu"
+    # files the tree only appends to, as (the path the images name, its path in files.tar): a
+    # restore cuts each to the offset the images hold, the file as it was at their moment (as a
+    # VM snapshot's disk is), where files.tar holds it as it grew until criu's dump seconds later
+    appended_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def log_name(self) -> str:
@@ -188,6 +192,7 @@ _STOPPED = {
             root_key="container_init",
             golden_tool="runc",
             restore_prepare="runc-box prepare",
+            appended_files=(("/data/log", "runc-box.files/log"),),
             description="pipetree (a UNIX socket pair in its ring, a file under the bind mount /data) in a"
             " container runc makes from its default spec (mount, UTS, IPC, network, PID and cgroup namespaces);"
             " its check sees the host name and mounts unchanged",
@@ -199,6 +204,7 @@ _STOPPED = {
             root_key="container_init",
             golden_tool="runc",
             restore_prepare="runc-box prepare userns",
+            appended_files=(("/data/log", "runc-box.files/log"),),
             description="the runc container with a user namespace too (root is 100000 outside)",
         ),
         Workload(
@@ -284,7 +290,7 @@ _AS_IS = (
         cpu="max",
         description="spinners on -cpu max: the computation also in ymm registers (AVX2), 5-level paging",
     ),
-    *(_as_is(_STOPPED[name]) for name in ("counter", "threads", "pipetree", "ipc", "evfds")),
+    *(_as_is(_STOPPED[name]) for name in ("counter", "threads", "pipetree", "ipc", "evfds", "runc")),
     Workload(
         "memhog-writer",
         "memhog",
@@ -349,6 +355,7 @@ STANDARD = (
     "pipetree-asis",
     "ipc-asis",
     "evfds-asis",
+    "runc-asis",
     "inet-stream-asis",
     "inet-bursts-asis",
 )

@@ -1,7 +1,8 @@
 """Family `mountns`: what a dump of a container reads of its mount and cgroup namespaces (the
 namespace, every mount with its super block and root dentry, every dentry and inode of the
-tmpfs mounts it archives, the cgroup namespace and its root css_set), one member rewritten in
-guest memory, then `ps` and `dump` of the container's init. On the `runc` workload."""
+tmpfs mounts it archives, the cgroup namespace and its root css_set, a user namespace of its
+own), one member rewritten in guest memory, then `ps` and `dump` of the container's init. On
+the `runc` and `runc-userns` workloads."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from ovm_offline.kernel.fs.fs_struct import fs_root, task_fs
 from ovm_offline.kernel.fs.mounts import mnt_namespace_mounts, mount_info, task_mnt_ns
 from ovm_offline.kernel.fs.namei import WalkBudget, dentry_children
 from ovm_offline.kernel.ns.cgroup import task_cgroup_ns
+from ovm_offline.kernel.ns.nsproxy import task_user_ns
+from ovm_offline.kernel.task.cred import is_init_user_ns
 from ovm_offline.kernel.task.tasks import find_task
 
 from .structures import Structures, Target, _members
@@ -46,6 +49,9 @@ def namespace_objects(prog, root_pid: int) -> list[Target]:
     cgns = task_cgroup_ns(task)
     add("cgroup_namespace", cgns)
     add("css_set of the cgroup namespace's root", cgns.root_cset)
+    user_ns = task_user_ns(task)
+    if user_ns and not is_init_user_ns(prog, user_ns):  # runc-userns: its maps and parent
+        add("user_namespace", user_ns)
     return list(found.values())
 
 

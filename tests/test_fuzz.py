@@ -12,18 +12,18 @@ from fuzz.harness import BAD
 pytestmark = pytest.mark.guest
 
 CASES = {"signals": 20}  # each starts an interpreter
-#: the recording each family mutates: runc's state and a container's mount namespace are only
-#: in the runc workload's guest
-WORKLOAD = {"runtimes": "runc", "mountns": "runc"}
+#: the recordings each family mutates: runc's state and a container's mount namespace are only
+#: in the runc workloads' guests (runc-userns: ids mapped into a user namespace on top)
+WORKLOADS = {"runtimes": ("runc",), "mountns": ("runc", "runc-userns")}
+CASES_OF = [(f, w) for f in sorted(FAMILIES) for w in WORKLOADS.get(f, ("counter",))]
 #: what shows that a family's cases reached the code they aim at: a refusal, or for `ps`
 #: alone (which lists what it can and warns about the rest) a warning
 REACHED = {"runtimes": "warned"}
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize(("family", "workload"), CASES_OF)
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
-def test_no_case_of_the_family_fails_the_gate(recording, tmp_path, family, kernel):
-    workload = WORKLOAD.get(family, "counter")
+def test_no_case_of_the_family_fails_the_gate(recording, tmp_path, family, workload, kernel):
     recording(kernel, workload)
     # memory is gated by `python -m fuzz` in a process of its own (see run_family)
     report = run_family(family, kernel, workload, CASES.get(family, 40), 7, tmp_path, lambda r: None, None)

@@ -167,8 +167,17 @@ def _save_mnt(ctx: TreeContext) -> MountNamespaceState:
         raise UnsupportedError(f"PID {root.global_pid} ({root.comm}) is in a mount namespace whose {e}") from None
 
 
+#: a namespace criu restores on its own, but which only `runc restore` has been seen to restore
+#: from our images: another tree in one is refused until a corpus workload restores it
+RESTORED_ONLY_BY_RUNC = (
+    "ovm-offline saves one only for a container runc made (the one kind of tree restored from such images yet)"
+)
+
+
 def _save_user(ctx: TreeContext) -> UserNamespaceState:
     """The root's user namespace, one level below the guest's (criu saves no deeper)."""
+    if ctx.runc_container is None:
+        raise NotSaved(RESTORED_ONLY_BY_RUNC)
     ns = _root_task_ns(ctx, task_user_ns, "user namespace")
     if not is_init_user_ns(ctx.prog, ns.parent):
         raise NotSaved("it is nested in another user namespace, which ovm-offline cannot save")
@@ -180,6 +189,8 @@ def _save_user(ctx: TreeContext) -> UserNamespaceState:
 
 
 def _save_cgroup(ctx: TreeContext) -> CgroupNamespaceState:
+    if ctx.runc_container is None:
+        raise NotSaved(RESTORED_ONLY_BY_RUNC)
     ns = _root_task_ns(ctx, task_cgroup_ns, "cgroup namespace")
     return CgroupNamespaceState(inum=int(ns.ns.inum), root=cgroup_ns_root_path(ns))
 

@@ -71,15 +71,21 @@ def mnt_entry(info: MountInfo, cgroup_root: str = "/", ext_key: str | None = Non
     the restoring side binds in its place, as `criu --external mnt[POINT]:KEY` names it)."""
     if info.mount_point is None:
         raise UnsavedMount(f"mount {info.mnt_id} ({info.fstype}): outside the tree's root")
+    where = f"mount {info.mnt_id} ({info.fstype} on {info.mount_point})"
     code = CRIU_FSTYPES.get(info.fstype)
     if code is None:
-        raise UnsavedMount(f"mount {info.mnt_id} ({info.fstype} on {info.mount_point}): a file system not saved")
+        raise UnsavedMount(f"{where}: a file system not saved")
+    # criu 3.17's parse_mnt_flags has no bit for nosymfollow, and restores every mount bindable:
+    # written without them, the restored mount would follow symlinks or take binds it refused
+    unsaved = [o for o in info.mount_options if o not in MS_FLAG_OF_MNT_OPTION and o not in ("ro", "rw")]
+    if info.unbindable:
+        unsaved.append("unbindable")
+    if unsaved:
+        raise UnsavedMount(f"{where}: {', '.join(unsaved)}, which criu 3.17's images do not carry")
     root = info.root
     if info.fstype == "cgroup2" and cgroup_root != "/":
         if root != cgroup_root and not root.startswith(cgroup_root + "/"):
-            raise UnsavedMount(
-                f"mount {info.mnt_id} (cgroup2 on {info.mount_point}): root {root} outside {cgroup_root}"
-            )
+            raise UnsavedMount(f"{where}: root {root} outside {cgroup_root}")
         root = root[len(cgroup_root) :] or "/"
     entry = N.mnt_entry(
         fstype=code,
