@@ -12,7 +12,7 @@ from pathlib import Path
 from ovm_offline.criu import images as criu_images
 
 from . import initramfs, jobs, kernels
-from .errors import GuestLost
+from .errors import CorpusError, GuestLost
 from .guest import Guest
 from .recorder import BOOT_TIMEOUT, Recording
 from .workloads import Verdict, get_workload
@@ -54,7 +54,9 @@ def files_at_images_moment(rec: Recording, images: Path, work: Path) -> Path:
             for image_path, tar_path in appended:
                 if member.name == tar_path and image_path in offsets:
                     if offsets[image_path] > member.size:
-                        raise ValueError(f"{image_path} is open at {offsets[image_path]}, past its {member.size} bytes")
+                        raise CorpusError(
+                            f"{image_path} is open at {offsets[image_path]}, past its {member.size} bytes"
+                        )
                     member.size = offsets[image_path]
             dst.addfile(member, data)
     return cut

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 import shutil
 import struct
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -217,3 +219,30 @@ def test_guest_job_timeout_is_an_error_and_qemu_is_ended(tmp_path):
         with Guest(tmp_path, kernel.vmlinuz, image, 256, [tmp_path / "in.img"]) as guest:
             guest.expect("NEVER", 20, "waiting for nothing")
     assert qemu_processes_using(tmp_path) == []
+
+
+def test_a_restore_cuts_a_file_the_tree_only_appends_to_at_the_offset_its_images_hold(tmp_path):
+    """runc-asis's /data/log grew between the snapshot and files.tar; restore gets it as it was
+    at the snapshot (the offset the images hold it open at), every other member as it is."""
+    from corpus.restore import files_at_images_moment
+    from ovm_offline.criu import images
+    from ovm_offline.criu.pb import criu_files_pb2 as files_pb
+
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    (rec / "manifest.json").write_text('{"workload": "runc-asis"}')
+    with tarfile.open(rec / "files.tar", "w") as tar:
+        for name, data in {"runc-asis.log": b"READY\n" * 9, "runc-box.files/log": b"seq 1\nseq 2\nseq 3\n"}.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    held = tmp_path / "images"
+    held.mkdir()
+    reg = files_pb.reg_file_entry(id=1, flags=0o2001, pos=12, name="/data/log")
+    reg.fown.uid = reg.fown.euid = reg.fown.signum = reg.fown.pid_type = reg.fown.pid = 0
+    images.write_image(held / "files.img", images.FILES, [files_pb.file_entry(type=1, id=1, reg=reg)])
+    work = tmp_path / "work"
+    work.mkdir()
+    with tarfile.open(files_at_images_moment(recorder.Recording(rec), held, work)) as tar:
+        assert tar.extractfile("runc-box.files/log").read() == b"seq 1\nseq 2\n"
+        assert tar.extractfile("runc-asis.log").read() == b"READY\n" * 9
