@@ -18,7 +18,7 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
-from .errors import GuestDataError, MomentError, NoSuchProcess, OutputError, UnsupportedError
+from .errors import GuestDataError, MomentError, NoSuchProcess, UnsupportedError, writing_output
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
@@ -298,21 +298,15 @@ def dump(
     stats = PagesStats()
 
     def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
-        try:
-            with open(path, "wb") as out:
-                runs = write_pages(source, proc.mm, out, stats)
-        except OSError as exc:
-            raise OutputError.writing(path, exc) from None
+        with writing_output(path), open(path, "wb") as out:
+            runs = write_pages(source, proc.mm, out, stats)
         if progress:
             progress(stats.bytes)
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
     def shmem_pages_writer(shm: SharedMemory, path: Path) -> list[tuple[int, int, int]]:
-        try:
-            with open(path, "wb") as out:
-                runs = write_page_runs(source, shm.pages, out, stats)
-        except OSError as exc:
-            raise OutputError.writing(path, exc) from None
+        with writing_output(path), open(path, "wb") as out:
+            runs = write_page_runs(source, shm.pages, out, stats)
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
     with atomic_directory(directory, force) as tmp:

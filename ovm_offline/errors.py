@@ -3,10 +3,12 @@ one table of exit codes (`ExitCode`; the README lists it)."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import os
 import shutil
+from collections.abc import Iterator
 
 __all__ = [
     "EXIT_CODE_MEANINGS",
@@ -159,6 +161,15 @@ class OutputError(OvmError):
             except OSError:
                 pass
         return cls(message)
+
+
+@contextlib.contextmanager
+def writing_output(path: str | os.PathLike[str]) -> Iterator[None]:
+    """An OSError while writing `path` raised as the OutputError that names it."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError.writing(path, exc) from None
 
 
 def _mount_point(path: str) -> str:

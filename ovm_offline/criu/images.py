@@ -82,7 +82,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from ..errors import ImageError, OutputError
+from ..errors import ImageError, writing_output
 from .descriptors import (
     CGROUP,
     COMMON_MAGIC,
@@ -305,10 +305,8 @@ def write_image(
     """
     data = encode_image(kind, entries, payloads)
     if isinstance(dest, (str, os.PathLike)):
-        try:
+        with writing_output(dest):
             Path(dest).write_bytes(data)
-        except OSError as e:
-            raise OutputError.writing(dest, e) from None
     else:
         dest.write(data)
     return len(data)

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from google.protobuf.message import Message
 
-from ...errors import OutputError
+from ...errors import writing_output
 from ...state import CgroupDir, NamespaceIds, ProcessState, SharedMemory, TreeNamespaces
 from .. import images
 from .cgroup import CRIU_CGROUP, CgroupSets
@@ -178,10 +178,8 @@ RUNTIME_DESCRIPTORS = "descriptors.json"
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    try:
+    with writing_output(path):
         path.write_bytes(data)
-    except OSError as exc:
-        raise OutputError.writing(path, exc) from None
 
 
 def write_dump(
