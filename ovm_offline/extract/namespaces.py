@@ -90,6 +90,9 @@ class NamespaceKind:
     save: Callable[[TreeContext], object] | None
     # a process may unshare one for the children it forks next (nsproxy *_for_children)
     for_children: str | None = None
+    # saved only when the tree is a container runc made: why, as the refusal of any other
+    # tree's namespace of the kind ends
+    runc_only: str | None = None
 
 
 def _root_task_ns(ctx: TreeContext, get, what: str):
@@ -136,13 +139,16 @@ def _save_uts(ctx: TreeContext) -> UtsNamespaceState:
 
 #: the one runtime whose checkpoint ovm-offline writes a network and mount namespace for
 RUNC_ONLY = "ovm-offline saves one only for a container runc made (runc restore recreates it as runc describes it)"
+#: a namespace criu restores on its own, but which only `runc restore` has been seen to restore
+#: from our images: another tree in one is refused until a corpus workload restores it
+RESTORED_ONLY_BY_RUNC = (
+    "ovm-offline saves one only for a container runc made (the one kind of tree restored from such images yet)"
+)
 
 
 def _save_net(ctx: TreeContext) -> NetNamespaceState:
     """runc checkpoints with `criu --empty-ns network` and makes the network namespace afresh
     from its config at restore, so a runc container's is saved as its id alone."""
-    if ctx.runc_container is None:
-        raise NotSaved(f"{RUNC_ONLY}; ovm-offline cannot save network namespaces yet")
     inum = task_namespaces(ctx.tree[0]).net
     assert inum is not None  # the tree's root is in a network namespace other than init's
     return NetNamespaceState(inum=inum)
@@ -156,8 +162,7 @@ def _save_mnt(ctx: TreeContext) -> MountNamespaceState:
     """Saved for a runc container, whose state in the guest names the mounts runc binds in
     at restore (the external mounts criu's images leave to it)."""
     container = ctx.runc_container
-    if container is None:
-        raise NotSaved(f"{RUNC_ONLY}, whose state names the mounts it binds in at restore")
+    assert container is not None  # a runc_only kind
     try:
         return extract_mount_namespace(
             ctx.tree[0], lambda mounts: runc_external_mounts(container, mounts), _cgroup_root(ctx)
@@ -167,17 +172,8 @@ def _save_mnt(ctx: TreeContext) -> MountNamespaceState:
         raise UnsupportedError(f"PID {root.global_pid} ({root.comm}) is in a mount namespace whose {e}") from None
 
 
-#: a namespace criu restores on its own, but which only `runc restore` has been seen to restore
-#: from our images: another tree in one is refused until a corpus workload restores it
-RESTORED_ONLY_BY_RUNC = (
-    "ovm-offline saves one only for a container runc made (the one kind of tree restored from such images yet)"
-)
-
-
 def _save_user(ctx: TreeContext) -> UserNamespaceState:
     """The root's user namespace, one level below the guest's (criu saves no deeper)."""
-    if ctx.runc_container is None:
-        raise NotSaved(RESTORED_ONLY_BY_RUNC)
     ns = _root_task_ns(ctx, task_user_ns, "user namespace")
     if not is_init_user_ns(ctx.prog, ns.parent):
         raise NotSaved("it is nested in another user namespace, which ovm-offline cannot save")
@@ -189,8 +185,6 @@ def _save_user(ctx: TreeContext) -> UserNamespaceState:
 
 
 def _save_cgroup(ctx: TreeContext) -> CgroupNamespaceState:
-    if ctx.runc_container is None:
-        raise NotSaved(RESTORED_ONLY_BY_RUNC)
     ns = _root_task_ns(ctx, task_cgroup_ns, "cgroup namespace")
     return CgroupNamespaceState(inum=int(ns.ns.inum), root=cgroup_ns_root_path(ns))
 
@@ -198,13 +192,20 @@ def _save_cgroup(ctx: TreeContext) -> CgroupNamespaceState:
 #: in CRIU's order (NS_ORDER), which numbers the namespaces in the images
 NAMESPACE_KINDS = (
     NamespaceKind("pid", "PID namespace", _save_pid, for_children="pid_for_children"),
-    NamespaceKind("net", "network namespace", _save_net),
+    NamespaceKind(
+        "net", "network namespace", _save_net, runc_only=f"{RUNC_ONLY}; ovm-offline cannot save network namespaces yet"
+    ),
     NamespaceKind("ipc", "IPC namespace", _save_ipc),
     NamespaceKind("uts", "UTS namespace", _save_uts),
     NamespaceKind("time", "time namespace", None, for_children="time_for_children"),
-    NamespaceKind("mnt", "mount namespace", _save_mnt),
-    NamespaceKind("user", "user namespace", _save_user),
-    NamespaceKind("cgroup", "cgroup namespace", _save_cgroup),
+    NamespaceKind(
+        "mnt",
+        "mount namespace",
+        _save_mnt,
+        runc_only=f"{RUNC_ONLY}, whose state names the mounts it binds in at restore",
+    ),
+    NamespaceKind("user", "user namespace", _save_user, runc_only=RESTORED_ONLY_BY_RUNC),
+    NamespaceKind("cgroup", "cgroup namespace", _save_cgroup, runc_only=RESTORED_ONLY_BY_RUNC),
 )
 
 
@@ -254,6 +255,8 @@ def tree_namespaces(
         try:
             if kind.save is None:
                 raise NotSaved(f"ovm-offline cannot save {kind.words}s yet")
+            if kind.runc_only is not None and ctx.runc_container is None:
+                raise NotSaved(kind.runc_only)
             value = kind.save(ctx)
         except NotSaved as e:
             ctx.refuse(processes[0], f"is in a {kind.words} of its own ({kind.name}:[{root_inum}]); {e}")
