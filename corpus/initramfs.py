@@ -5,6 +5,7 @@ config, the kernel modules CRIU and the harness need, and /init."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import shutil
@@ -50,8 +51,8 @@ XTABLES_EXTENSIONS = ["libxt_standard.so", "libxt_mark.so"]
 EXTRA_TOOLS = ["/usr/bin/tar"]
 # runc-box's bundle config: `runc spec` of the pinned runc, with the corpus's changes
 RUNC_CONFIG = GUEST_DIR / "runc-config.json"
-#: the same with a user namespace (container root is 100000 outside)
-RUNC_USERNS_CONFIG = GUEST_DIR / "runc-config-userns.json"
+#: the user namespace runc-box's `userns` container adds: its root is 100000 outside
+RUNC_USERNS_MAPPING = [{"containerID": 0, "hostID": 100000, "size": 65536}]
 # the job scripts' own C helpers (/bin/NAME for guest/NAME.c)
 GUEST_TOOLS = sorted(GUEST_DIR.glob("*.c"))
 
@@ -65,11 +66,21 @@ def workload_scripts() -> list[Path]:
     return sorted(WORKLOADS_DIR.glob("*.sh"))
 
 
+def runc_userns_config() -> bytes:
+    """runc-box's config with a user namespace of the container's own (and a host name that
+    says so), derived from RUNC_CONFIG rather than kept as a second copy of it."""
+    config = json.loads(RUNC_CONFIG.read_text())
+    config["hostname"] = "ovm-userns"
+    config["linux"]["namespaces"].append({"type": "user"})
+    config["linux"]["uidMappings"] = config["linux"]["gidMappings"] = RUNC_USERNS_MAPPING
+    return json.dumps(config, indent=1).encode() + b"\n"
+
+
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
     host_tools.append(_version_line([XTABLES_MULTI, "iptables", "--version"]))
-    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG, RUNC_USERNS_CONFIG] + GUEST_TOOLS + workload_sources()
+    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + GUEST_TOOLS + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
 
@@ -162,7 +173,7 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
         libs.update(shared_libraries(Path(XTABLES_LIBDIR) / ext))
     archive.directory("etc/ovm")
     archive.file("etc/ovm/runc-config.json", RUNC_CONFIG.read_bytes())
-    archive.file("etc/ovm/runc-config-userns.json", RUNC_USERNS_CONFIG.read_bytes())
+    archive.file("etc/ovm/runc-config-userns.json", runc_userns_config())
     for name, binary in binaries.items():
         archive.file(f"bin/{name}", binary.read_bytes(), 0o755)
         libs.update(shared_libraries(binary))
