@@ -269,7 +269,7 @@ class InetWriter:
             entry.ip_opts.freebind = True
         if s.v6only is not None:
             entry.v6only = s.v6only
-        if s.in_diag:
+        if s.in_diag or table.inet_ns_ids:
             entry.ns_id = table.net_ns_id(s.net_ns)
         if s.shutdown:
             entry.shutdown = cast(Any, s.shutdown)  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values

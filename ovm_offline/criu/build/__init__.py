@@ -81,6 +81,7 @@ class _Writer:
         self.files = FileTable(writers)
         self.files.net_ns_id = lambda inum: self.ids.ns("net", inum)
         self.files.mnt_ids = dump.namespaces.mnt is not None
+        self.files.inet_ns_ids = dump.namespaces.net is not None
         cgns = dump.namespaces.cgroup
         self.cg_sets = CgroupSets(dump.cgroups, cgns.root if cgns is not None else None)
         self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps

@@ -64,6 +64,10 @@ class FileTable:
         #: regular files name their mount (reg_file_entry.mnt_id), as criu does when it saves
         #: the tree's mount namespace (set by write_dump)
         self.mnt_ids = False
+        #: every IPv4/IPv6 socket names its network namespace, not only those inet_diag lists, as
+        #: criu does when the tree has a network namespace of its own (gen_uncon_sk asks the
+        #: socket for it then; set by write_dump)
+        self.inet_ns_ids = False
 
     def next_id(self) -> int:
         # ids are handed out when a file is met; some entries are written later (CRIU writes
