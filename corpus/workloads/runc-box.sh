@@ -19,10 +19,15 @@ ID=ovm-runc
 CONFIG=runc-config.json
 PREPARE=
 OWNER=
+# the container's program and its READY line; `inet`: the inet workload's established TCP
+# connections over the container's own loopback instead of pipetree
+PROGRAM=
+READY_LINE='^READY root=1 '
 for arg in "$@"; do
     case "$arg" in
     prepare) PREPARE=1 ;;
     userns) CONFIG=runc-config-userns.json; OWNER=100000:100000 ;;
+    inet) PROGRAM=inet; READY_LINE='^READY pid=' ;;
     esac
 done
 SYSROOT=/run/runc-sysroot
@@ -45,6 +50,8 @@ cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
 for d in proc sys dev run tmp data; do mkdir -p "$ROOTFS/$d"; done
 cp "/etc/ovm/$CONFIG" "$SYSROOT$BUNDLE/config.json"
+[ "$PROGRAM" = inet ] && sed -i -e 's#"/bin/pipetree",#"/bin/inet",#' -e 's#"box",#"established"#' \
+    -e '/^   "\/data\/log"$/d' "$SYSROOT$BUNDLE/config.json"
 # a user namespace's root owns the root file system and the data directory
 [ -n "$OWNER" ] && chown -R "$OWNER" "$ROOTFS" "$DATA"
 # `runc-box prepare`: only the sysroot and the bundle, for a `runc restore` of the container
@@ -75,7 +82,7 @@ done
 rc=$(cat "/run/$ID.rc")
 [ "$rc" = 0 ] || { echo "SETUP FAIL runc run exited $rc"; exit 1; }
 i=0
-until grep -qs '^READY root=1 ' "$LOG"; do
+until grep -qs "$READY_LINE" "$LOG"; do
     i=$((i + 1))
     [ $i -gt 300 ] && { echo "SETUP FAIL no READY from the container"; exit 1; }
     sleep 0.1
