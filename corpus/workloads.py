@@ -99,9 +99,6 @@ class Workload:
     # restore cuts each to the offset the images hold, the file as it was at their moment (as a
     # VM snapshot's disk is), where files.tar holds it as it grew until criu's dump seconds later
     appended_files: tuple[tuple[str, str], ...] = ()
-    # what keeps even the golden images from restoring (a line of criu's restore log), when the
-    # runtime cannot restore the workload at all: the tests then do not restore it
-    restore_blocked: str = ""
 
     @property
     def log_name(self) -> str:
@@ -218,11 +215,8 @@ _STOPPED = {
             golden_tool="runc",
             restore_prepare="runc-box prepare inet",
             criu_options="--tcp-established",
-            # runc restore makes the network namespace afresh, and its loopback is still down
-            # when criu reconnects the connections over it
-            restore_blocked="Can't connect inet socket back: Network is unreachable",
             description="inet's established TCP connections (bytes unread both ways) and listeners in the runc"
-            " container, over its own loopback (runc restore cannot restore them)",
+            " container, over its own loopback, which a prestart hook sets up as a network hook would",
         ),
         Workload(
             "ipc",

@@ -110,9 +110,6 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
 @pytest.mark.parametrize("kernel,workload", GOLDEN, ids=[f"{k}-{w}" for k, w in GOLDEN])
 def test_golden_images_restore_and_pass_the_workload_check(recording, kernel, workload):
     rec = recording(kernel, workload)
-    blocked = get_workload(workload).restore_blocked
-    if blocked:  # runc's restore of its own images fails too, and has hung for 10 minutes doing so
-        pytest.skip(f"the runtime cannot restore {workload}: {blocked} (docs/runc-checkpoint-notes.md)")
     result = restore(rec, rec.golden, log=lambda m: None)
     assert result.ok, f"{result.detail}\n{result.restore_log[-2000:]}"
 

@@ -11,7 +11,6 @@ import pytest
 
 from corpus import kernels
 from corpus.restore import restore
-from corpus.workloads import get_workload
 from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 from tests.support.checks import assert_one_line_failure
@@ -82,9 +81,6 @@ def test_crit_decodes_every_image_we_write(dumped, kernel, workload):
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_criu_restore_of_our_images_passes_the_workload_check(recording, dumped, kernel, workload):
     rec = recording(kernel, workload)
-    blocked = get_workload(workload).restore_blocked
-    if blocked:  # runc's restore of its own images fails too, and has hung for 10 minutes doing so
-        pytest.skip(f"the runtime cannot restore {workload}: {blocked} (docs/runc-checkpoint-notes.md)")
     result = restore(rec, dumped(kernel, workload), log=lambda m: None)
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
 

@@ -50,8 +50,21 @@ cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
 for d in proc sys dev run tmp data; do mkdir -p "$ROOTFS/$d"; done
 cp "/etc/ovm/$CONFIG" "$SYSROOT$BUNDLE/config.json"
-[ "$PROGRAM" = inet ] && sed -i -e 's#"/bin/pipetree",#"/bin/inet",#' -e 's#"box",#"established"#' \
-    -e '/^   "\/data\/log"$/d' "$SYSROOT$BUNDLE/config.json"
+if [ "$PROGRAM" = inet ]; then
+    # inet instead of pipetree, and a prestart hook that sets the container's loopback up, as a
+    # network hook (CNI's, podman's) sets up a container's network: runc restore runs it once
+    # criu has made the namespaces (--empty-ns network: runc's own loopback setup is not run),
+    # before criu reconnects TCP connections over it
+    sed -i -e 's#"/bin/pipetree",#"/bin/inet",#' -e 's#"box",#"established"#' -e '/^   "\/data\/log"$/d' \
+        -e 's#^{$#{ "hooks": { "prestart": [ { "path": "/ovm-lo-up" } ] },#' "$SYSROOT$BUNDLE/config.json"
+    cat > "$SYSROOT/ovm-lo-up" <<'HOOK'
+#!/bin/sh
+# OCI prestart hook: the container's state on stdin, its first process's PID in it
+pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p')
+exec nsenter -t "$pid" -n ip link set lo up
+HOOK
+    chmod 755 "$SYSROOT/ovm-lo-up"
+fi
 # a user namespace's root owns the root file system and the data directory
 [ -n "$OWNER" ] && chown -R "$OWNER" "$ROOTFS" "$DATA"
 # `runc-box prepare`: only the sysroot and the bundle, for a `runc restore` of the container
