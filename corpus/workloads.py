@@ -322,6 +322,19 @@ _AS_IS = (
         description="inet plus a TCP stream from a fast writer thread to a slow reader thread, both queues full",
     ),
     Workload(
+        "runc-inet-stream-asis",
+        "runc-box",
+        ("inet-stream",),
+        root_key="container_init",
+        golden_tool="runc",
+        restore_prepare="runc-box prepare inet-stream",
+        moment="as-is",
+        takes=3,
+        run_after_restore=1.0,
+        criu_options="--tcp-established",
+        description="inet-stream-asis in the runc container: a TCP stream over its own loopback, paused as it runs",
+    ),
+    Workload(
         "inet-bursts-asis",
         "inet",
         ("bursts",),
@@ -370,6 +383,7 @@ STANDARD = (
     "runc-asis",
     "inet-stream-asis",
     "inet-bursts-asis",
+    "runc-inet-stream-asis",
 )
 
 

@@ -20,14 +20,17 @@ CONFIG=runc-config.json
 PREPARE=
 OWNER=
 # the container's program and its READY line; `inet`: the inet workload's established TCP
-# connections over the container's own loopback instead of pipetree
+# connections over the container's own loopback instead of pipetree; `inet-stream`: its TCP
+# stream from a fast writer thread to a slow reader thread
 PROGRAM=
+INET_MODE=
 READY_LINE='^READY root=1 '
 for arg in "$@"; do
     case "$arg" in
     prepare) PREPARE=1 ;;
     userns) CONFIG=runc-config-userns.json; OWNER=100000:100000 ;;
-    inet) PROGRAM=inet; READY_LINE='^READY pid=' ;;
+    inet) PROGRAM=inet; INET_MODE=established; READY_LINE='^READY pid=' ;;
+    inet-stream) PROGRAM=inet; INET_MODE=stream; READY_LINE='^READY pid=' ;;
     esac
 done
 SYSROOT=/run/runc-sysroot
@@ -55,7 +58,7 @@ if [ "$PROGRAM" = inet ]; then
     # network hook (CNI's, podman's) sets up a container's network: runc restore runs it once
     # criu has made the namespaces (--empty-ns network: runc's own loopback setup is not run),
     # before criu reconnects TCP connections over it
-    sed -i -e 's#"/bin/pipetree",#"/bin/inet",#' -e 's#"box",#"established"#' -e '/^   "\/data\/log"$/d' \
+    sed -i -e 's#"/bin/pipetree",#"/bin/inet",#' -e "s#\"box\",#\"$INET_MODE\"#" -e '/^   "\/data\/log"$/d' \
         -e 's#^{$#{ "hooks": { "prestart": [ { "path": "/ovm-lo-up" } ] },#' "$SYSROOT$BUNDLE/config.json"
     cat > "$SYSROOT/ovm-lo-up" <<'HOOK'
 #!/bin/sh
