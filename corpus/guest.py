@@ -8,9 +8,11 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,10 +52,13 @@ class Guest:
         self.workdir = workdir
         self.memory_file = workdir / "guest-ram"
         self.console_log = workdir / "console.log"
-        self.qmp_path = workdir / "qmp.sock"
+        # a socket's path must fit sun_path's 108 bytes, and a recording's directory can be deeper
+        # than that leaves: QEMU's sockets live in a short directory of their own
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="ovm-qemu-", dir="/tmp" if os.path.isdir("/tmp") else None))
+        self.qmp_path = self.socket_dir / "qmp.sock"
         # QEMU serves one client per QMP socket; this one is for tools outside the harness
-        self.qmp_tool_path = workdir / "qmp-tool.sock"
-        self.ctl_path = workdir / "ctl.sock"
+        self.qmp_tool_path = self.socket_dir / "qmp-tool.sock"
+        self.ctl_path = self.socket_dir / "ctl.sock"
         self.ram_mib = ram_mib
         # TCG by default: nested KVM hangs Linux guests in early boot on the project machines;
         # OVM_ACCEL=kvm opts in where KVM does work
@@ -185,6 +190,7 @@ class Guest:
                 self.qmp.close()
         self.qmp = None
         self._ctl = None
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def wait_exit(self, timeout: float) -> int:
         assert self.process

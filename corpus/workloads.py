@@ -208,6 +208,17 @@ _STOPPED = {
             description="the runc container with a user namespace too (root is 100000 outside)",
         ),
         Workload(
+            "runc-inet",
+            "runc-box",
+            ("inet",),
+            root_key="container_init",
+            golden_tool="runc",
+            restore_prepare="runc-box prepare inet",
+            criu_options="--tcp-established",
+            description="inet's established TCP connections (bytes unread both ways) and listeners in the runc"
+            " container, over its own loopback, which a prestart hook sets up as a network hook would",
+        ),
+        Workload(
             "ipc",
             "ipc",
             run_after_restore=1.0,
@@ -311,6 +322,19 @@ _AS_IS = (
         description="inet plus a TCP stream from a fast writer thread to a slow reader thread, both queues full",
     ),
     Workload(
+        "runc-inet-stream-asis",
+        "runc-box",
+        ("inet-stream",),
+        root_key="container_init",
+        golden_tool="runc",
+        restore_prepare="runc-box prepare inet-stream",
+        moment="as-is",
+        takes=3,
+        run_after_restore=1.0,
+        criu_options="--tcp-established",
+        description="inet-stream-asis in the runc container: a TCP stream over its own loopback, paused as it runs",
+    ),
+    Workload(
         "inet-bursts-asis",
         "inet",
         ("bursts",),
@@ -339,6 +363,7 @@ STANDARD = (
     "container-unsaved",
     "runc",
     "runc-userns",
+    "runc-inet",
     "ipc",
     "shmem",
     "sysvshm",
@@ -358,6 +383,7 @@ STANDARD = (
     "runc-asis",
     "inet-stream-asis",
     "inet-bursts-asis",
+    "runc-inet-stream-asis",
 )
 
 

@@ -20,7 +20,8 @@ KERNELS = list(kernels.KERNELS)
 # every standard workload: single processes, threads, process trees with pipes, a container (with a
 # UTS namespace of its own too), IPC of every kind the corpus has (FIFOs, UNIX sockets, shared and
 # System V memory, eventfd/signalfd/timerfd/epoll), IPv4/IPv6 TCP listeners and UDP sockets, and a
-# container runc made (its golden images are `runc checkpoint`'s, restored with `runc restore`)
+# container runc made (its golden images are `runc checkpoint`'s, restored with `runc restore`),
+# with a user namespace, and with TCP connections over its loopback
 WORKLOADS = [
     "counter",
     "counter-la57",
@@ -39,6 +40,7 @@ WORKLOADS = [
     "inet",
     "runc",
     "runc-userns",
+    "runc-inet",
 ]
 CRIT = Path("/usr/bin/crit")
 pytestmark = pytest.mark.guest

@@ -29,7 +29,7 @@ KERNELS = list(kernels.KERNELS)
 REFUSED = ("blockers-unknown",)
 #: as-is workloads with tests of their own: a TCP stream's threads are often caught inside
 #: write() or read() on a vCPU, which is refused by name (tests/test_dump_inet.py)
-OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis")
+OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis")
 AS_IS = [w.name for w in workloads.WORKLOADS.values() if w.moment == "as-is" and w.name not in REFUSED + OWN_TESTS]
 #: every take of every as-is workload that restores, as (workload, take)
 TAKES = [(w, t) for w in AS_IS for t in range(workloads.get_workload(w).takes)]

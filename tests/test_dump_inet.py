@@ -12,6 +12,7 @@ import pytest
 
 from corpus import kernels
 from corpus.restore import restore
+from corpus.workloads import get_workload
 from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 from ovm_offline.errors import ExitCode, UnsupportedError
@@ -196,7 +197,7 @@ WRITE, STREAM_WRITE = 1, 3000
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("take", range(3))
-@pytest.mark.parametrize("workload", ["inet-stream-asis", "inet-bursts-asis"])
+@pytest.mark.parametrize("workload", ["inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis"])
 def test_a_stream_paused_with_bytes_in_flight_restores_with_none_lost_or_doubled(
     recording, tmp_path, kernel, take, workload
 ):
@@ -209,18 +210,21 @@ def test_a_stream_paused_with_bytes_in_flight_restores_with_none_lost_or_doubled
     gets every byte once and in order, those queued at the pause included."""
     rec = recording(kernel, workload, take)
     out = tmp_path / "images"
-    lock = ("--network-lock", "nftables")
-    result = ovm("dump", str(rec.elf), "--pid", "10000", "-D", str(out), *lock, *vcpu_state_of(rec))
+    root = rec.manifest["root_pid"]
+    # criu's lock as the workload's restore takes it (runc restore: criu's default, iptables)
+    lock = ("--network-lock", "nftables") if "nftables" in get_workload(workload).criu_options else ()
+    result = ovm("dump", str(rec.elf), "--pid", str(root), "-D", str(out), *lock, *vcpu_state_of(rec))
     if result.returncode != 0:
         refusal = result.stderr.strip().splitlines()[-1]
         assert MOMENT_REFUSAL.search(refusal) and result.returncode == ExitCode.MOMENT, refusal
         assert not out.exists()
         return
-    ended_short = [
+    dumped = images.ImageDir(out)
+    ended_short = [  # every thread by its id in the images (in a container, its PID namespace's)
         regs.ax
-        for tid in (t["pid"] for t in rec.manifest["member_details"]["10000"]["tasks"])
-        if (regs := images.ImageDir(out).entry(images.CORE, tid).thread_info.gpregs).orig_ax == WRITE
-        and 0 < regs.ax < STREAM_WRITE
+        for process in images.read_image(out / images.PSTREE.filename()).entries
+        for tid in process.threads
+        if (regs := dumped.entry(images.CORE, tid).thread_info.gpregs).orig_ax == WRITE and 0 < regs.ax < STREAM_WRITE
     ]
     restored = restore(rec, out, log=lambda m: None)
     assert restored.ok, (
