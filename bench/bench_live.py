@@ -60,7 +60,7 @@ def main() -> None:
     image = initramfs.build(kernel)
     print(
         f"{'memhog MiB':>10} {'one-pause stop ms':>17} {'pre-copy stop ms':>16} {'QEMU downtime ms':>16}"
-        f" {'rounds':>6} {'re-sent pages':>13} {'one-pause s':>11} {'pre-copy s':>10}"
+        f" {'check ms':>8} {'rounds':>6} {'re-sent pages':>13} {'one-pause s':>11} {'pre-copy s':>10}"
     )
     with tempfile.TemporaryDirectory(prefix="ovm-bench-live-", dir=REPO / "corpus" / "cache") as tmp:
         for mib in (int(s) for s in args.sizes.split(",")):
@@ -78,7 +78,9 @@ def main() -> None:
                     "--pid", str(root), "-D", str(work / "pre-copy"),
                 )  # fmt: skip
                 pre = re.search(
-                    r"paused for (\d+) ms \(QEMU downtime (\d+) ms\) after (\d+) rounds .*?(\d+) of them re-sent", said
+                    r"paused for (\d+) ms \(QEMU downtime (\d+) ms\) after (\d+) rounds .*?(\d+) of them re-sent"
+                    r".*? by a check of (\d+) ms",
+                    said,
                 )
                 if not (stop and pre):
                     raise SystemExit(f"no pause reported: {said[-500:]}")
@@ -88,6 +90,7 @@ def main() -> None:
                     downtime=pre.group(2),
                     rounds=pre.group(3),
                     resent=pre.group(4),
+                    check=pre.group(5),
                     plain_s=f"{plain_s:.2f}",
                     pre_s=f"{pre_s:.2f}",
                 )
@@ -103,7 +106,7 @@ def main() -> None:
                 dump_live,
             )
             print(
-                f"{mib:>10} {row['plain']:>17} {row['pre']:>16} {row['downtime']:>16} {row['rounds']:>6}"
+                f"{mib:>10} {row['plain']:>17} {row['pre']:>16} {row['downtime']:>16} {row['check']:>8} {row['rounds']:>6}"
                 f" {row['resent']:>13} {row['plain_s']:>11} {row['pre_s']:>10}",
                 flush=True,
             )

@@ -208,3 +208,71 @@ def test_a_memory_file_of_the_right_size_that_is_not_the_guests_is_refused(qemu,
     assert qemu.status()["running"]
     assert "status" not in qemu.cmd("query-migrate"), "a migration was started"
     assert not (snap / "guest-ram").exists()
+
+
+def test_pre_copy_without_xxhash_is_refused_before_anything_starts(qemu, tmp_path, monkeypatch):  # noqa: F811
+    """The check at the stop hashes guest RAM with Debian's libxxhash (which apt needs, so
+    it is there): were it gone, pre-copy says so before it starts anything."""
+    from ovm_offline.sources import precopy
+
+    _wait_for_firmware(qemu)
+    monkeypatch.setattr(precopy, "XXHASH_LIBRARY", "libxxhash-gone.so.0")
+    snap = _snapshot_dir(tmp_path)
+    with pytest.raises(SourceError, match=r"pre-copy needs xxHash \(libxxhash-gone.so.0: apt-get install libxxhash0\)"):
+        precopy_snapshot(qemu.qmp_path, snap, qemu.ram)
+    assert qemu.status()["running"]
+    assert "status" not in qemu.cmd("query-migrate"), "a migration was started"
+    assert not any(snap.iterdir())
+
+
+def _settled(flags: bytearray, seconds: float = 10.0) -> bool:
+    """The hasher has taken every written chunk (it clears a flag before it hashes)."""
+    deadline = time.monotonic() + seconds
+    while any(flags) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not any(flags)
+
+
+def test_the_check_at_the_stop_finds_every_page_the_stream_left_stale(tmp_path):
+    """The check hashes the guest's side of each chunk against the snapshot's hash the thread
+    kept while the stream wrote: a page the guest wrote and the stream never re-sent is found
+    and copied, in a whole chunk and in the shorter last one; a page re-sent after its chunk was
+    hashed is compared as written, not by the old hash."""
+    import os
+    import random
+
+    from ovm_offline.sources import precopy
+
+    page, chunk = precopy.PAGE_BYTES, precopy.CHECK_CHUNK
+    size = 3 * chunk + 5 * page
+    live_path, snap_path = tmp_path / "guest-ram-live", tmp_path / "guest-ram"
+    rng = random.Random(7)
+    live_path.write_bytes(rng.randbytes(size))
+    snap_fd = os.open(snap_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.ftruncate(snap_fd, size)
+    pair = precopy._GuestRamPair(live_path, snap_fd, size, "test", precopy._xxh3_with_seed("test"))
+    try:
+        live_fd = os.open(live_path, os.O_RDWR)
+
+        def stream_writes(offset: int, data: bytes) -> None:  # as migration._RamBlock.write does
+            os.pwrite(snap_fd, data, offset)
+            pair.written.flags[offset >> pair.written.shift] = 1
+
+        for offset in range(0, size, page):
+            if offset != 2 * page:  # a page of zeros as QEMU sends them: never written
+                stream_writes(offset, os.pread(live_fd, page, offset))
+        os.pwrite(live_fd, bytes(page), 2 * page)
+        assert _settled(pair.written.flags)
+        # the guest writes on; the stream re-sends one page and loses two
+        lost = [chunk + 7 * page, 3 * chunk + 4 * page]
+        resent = 2 * chunk + page
+        for offset in [*lost, resent]:
+            os.pwrite(live_fd, rng.randbytes(page), offset)
+        stream_writes(resent, os.pread(live_fd, page, resent))
+        assert pair.stale_pages(2) == lost
+        assert pair.fix(2) == 2
+        assert snap_path.read_bytes() == live_path.read_bytes()
+        os.close(live_fd)
+    finally:
+        pair.close()
+        os.close(snap_fd)

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from ..errors import SourceError
 
-__all__ = ["RamStream", "read_ram_stream"]
+__all__ = ["RamStream", "WrittenChunks", "read_ram_stream"]
 
 QEVM_MAGIC = 0x5145564D
 QEVM_VERSION = 3
@@ -74,6 +74,15 @@ class RamStream:
     complete: bool = False  # the RAM section's END was read
 
 
+@dataclasses.dataclass
+class WrittenChunks:
+    """One flag per chunk of 2**shift bytes of the output file, set after the reader writes
+    into that chunk; a checker clears a flag before it reads the chunk."""
+
+    flags: bytearray
+    shift: int
+
+
 class _Reader:
     def __init__(self, stream: BinaryIO, where: str) -> None:
         self.stream = stream
@@ -112,17 +121,18 @@ def read_ram_stream(
     where: str = "migration stream",
     max_block_bytes: int = MAX_BLOCK_BYTES,
     block_bytes: int | None = None,
+    written: WrittenChunks | None = None,
 ) -> RamStream:
     """Read a QEMU migration `stream` and write RAM block `block` (the guest RAM's memory
     backend, at most `max_block_bytes` long, exactly `block_bytes` if given) into file
     descriptor `out_fd` at its offsets, last copy winning; a page re-sent as zero is written
-    as zero. Returns when the device state
+    as zero; `written` is told of each write after it. Returns when the device state
     starts (the RAM is then complete) or the stream ends. Raises SourceError on anything this
     reader does not know."""
     r = _Reader(stream, where)
     if r.u32() != QEVM_MAGIC or r.u32() != QEVM_VERSION:
         raise r.bad("no QEVM header of version 3")
-    ram = _RamBlock(r, block, out_fd, max_block_bytes, block_bytes)
+    ram = _RamBlock(r, block, out_fd, max_block_bytes, block_bytes, written)
     sections: dict[int, str] = {}
     while True:
         kind = r.u8()
@@ -157,8 +167,17 @@ def read_ram_stream(
 class _RamBlock:
     """The pages of one RAM block, written into a file as they arrive."""
 
-    def __init__(self, r: _Reader, block: str, out_fd: int, max_bytes: int, exact_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        r: _Reader,
+        block: str,
+        out_fd: int,
+        max_bytes: int,
+        exact_bytes: int | None = None,
+        written: WrittenChunks | None = None,
+    ) -> None:
         self.r, self.block, self.out_fd, self.max_bytes = r, block, out_fd, max_bytes
+        self.written = written
         self.exact_bytes = exact_bytes  # the file is that long already (and mapped: it must not shrink)
         self.result = RamStream(block)
         self.sent = bytearray()  # per page: _NEVER, _AS_ZERO (the file reads zero there) or _WITH_DATA
@@ -213,17 +232,22 @@ class _RamBlock:
         self.result.resent += before != _NEVER
         if data is not None:
             self.result.pages += 1
-            os.pwrite(self.out_fd, data, offset)
+            self.write(data, offset)
             self.sent[index] = _WITH_DATA
             return
         self.result.zero_pages += 1
         if fill:
-            os.pwrite(self.out_fd, bytes([fill]) * PAGE_SIZE, offset)
+            self.write(bytes([fill]) * PAGE_SIZE, offset)
             self.sent[index] = _WITH_DATA
             return
         if before == _WITH_DATA:  # a fresh file reads zero where nothing was written
-            os.pwrite(self.out_fd, _ZERO_PAGE, offset)
+            self.write(_ZERO_PAGE, offset)
         self.sent[index] = _AS_ZERO
+
+    def write(self, data: bytes, offset: int) -> None:
+        os.pwrite(self.out_fd, data, offset)
+        if self.written is not None:  # after the write: whoever clears the flag first reads it
+            self.written.flags[offset >> self.written.shift] = 1
 
 
 def _peek(stream: BinaryIO) -> int | None:
