@@ -3,7 +3,7 @@
     python bench/bench_precopy_check.py [--mib 1280] [--repeat 5] [--dir /dev/shm]
 
 Two files of --mib MiB with the same contents stand for the guest's memory file and the
-streamed snapshot. The check (`precopy._GuestRamPair.stale_pages`: the memory file hashed
+streamed snapshot. The check (`ramcheck.GuestRamPair.stale_pages`: the memory file hashed
 against the snapshot's chunk hashes, which a thread computed first) and the baseline (memcmp
 of the two whole, 1 MiB at a time, on as many threads) run in turn; best and median of
 --repeat, and the check's time as a ratio of the baseline's.
@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ovm_offline.sources import precopy  # noqa: E402
+from ovm_offline.sources import precopy, ramcheck  # noqa: E402
 
 
-def _memcmp_both(pair: precopy._GuestRamPair, workers: int) -> None:
+def _memcmp_both(pair: ramcheck.GuestRamPair, workers: int) -> None:
     chunks = range(0, pair.size, 1 << 20)
 
     def run(part: int) -> None:
@@ -54,7 +54,7 @@ def main() -> None:
                 f.write(block)
         snap_fd = os.open(snap, os.O_RDWR | os.O_CREAT, 0o600)
         os.ftruncate(snap_fd, size)
-        pair = precopy._GuestRamPair(live, snap_fd, size, "bench", precopy._xxh3_with_seed("bench"))
+        pair = ramcheck.GuestRamPair(live, snap_fd, size, "bench", ramcheck.xxh3_with_seed("bench"))
         try:
             for start in range(0, size, 1 << 20):  # as the stream writes it: flags after the writes
                 os.pwrite(snap_fd, block, start)

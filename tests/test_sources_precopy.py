@@ -213,10 +213,10 @@ def test_a_memory_file_of_the_right_size_that_is_not_the_guests_is_refused(qemu,
 def test_pre_copy_without_xxhash_is_refused_before_anything_starts(qemu, tmp_path, monkeypatch):  # noqa: F811
     """The check at the stop hashes guest RAM with Debian's libxxhash (which apt needs, so
     it is there): were it gone, pre-copy says so before it starts anything."""
-    from ovm_offline.sources import precopy
+    from ovm_offline.sources import ramcheck
 
     _wait_for_firmware(qemu)
-    monkeypatch.setattr(precopy, "XXHASH_LIBRARY", "libxxhash-gone.so.0")
+    monkeypatch.setattr(ramcheck, "XXHASH_LIBRARY", "libxxhash-gone.so.0")
     snap = _snapshot_dir(tmp_path)
     with pytest.raises(SourceError, match=r"pre-copy needs xxHash \(libxxhash-gone.so.0: apt-get install libxxhash0\)"):
         precopy_snapshot(qemu.qmp_path, snap, qemu.ram)
@@ -241,16 +241,16 @@ def test_the_check_at_the_stop_finds_every_page_the_stream_left_stale(tmp_path):
     import os
     import random
 
-    from ovm_offline.sources import precopy
+    from ovm_offline.sources import ramcheck
 
-    page, chunk = precopy.PAGE_BYTES, precopy.CHECK_CHUNK
+    page, chunk = ramcheck.PAGE_BYTES, ramcheck.CHECK_CHUNK
     size = 3 * chunk + 5 * page
     live_path, snap_path = tmp_path / "guest-ram-live", tmp_path / "guest-ram"
     rng = random.Random(7)
     live_path.write_bytes(rng.randbytes(size))
     snap_fd = os.open(snap_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     os.ftruncate(snap_fd, size)
-    pair = precopy._GuestRamPair(live_path, snap_fd, size, "test", precopy._xxh3_with_seed("test"))
+    pair = ramcheck.GuestRamPair(live_path, snap_fd, size, "test", ramcheck.xxh3_with_seed("test"))
     try:
         live_fd = os.open(live_path, os.O_RDWR)
 
