@@ -26,11 +26,11 @@ PAGE_BYTES = 4096
 class GuestRamPair:
     """The guest's memory file and the snapshot, mapped shared and read-only with their page
     tables filled while the guest still runs (page faults were 90% of the check before: 850 ms
-    of a 512 MiB guest's stop), and a keyed XXH3 hash of each 256 KiB chunk of the snapshot,
+    of a 512 MiB guest's stop), and a keyed XXH3 hash of each 1 MiB chunk of the snapshot,
     kept current by a thread while the stream writes it. At the stop the check hashes the
     guest's RAM, reading it once, and reads the snapshot only where the stream wrote after the
-    chunk's hash (the last rounds' pages): about half the memory traffic of comparing the two
-    whole, which is what bounds the check (docs/benchmarks.md)."""
+    chunk's hash (the last rounds' pages): half the bytes memcmp of both copies reads, in 0.67x
+    its time here (docs/benchmarks.md)."""
 
     def __init__(self, memory_file: Path, snapshot_fd: int, size: int, where: str, xxh3: Any) -> None:
         import ctypes
@@ -43,7 +43,7 @@ class GuestRamPair:
         self.memcmp = libc.memcmp
         self.memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
         self.memcmp.restype = ctypes.c_int
-        self.xxh3 = xxh3  # _xxh3_with_seed's
+        self.xxh3 = xxh3  # xxh3_with_seed's
         # keyed per snapshot: a guest cannot aim a write at a collision it cannot compute
         self.seed = int.from_bytes(os.urandom(8), "little")
         self._libc, self.size, self.where, self.memory_file = libc, size, where, memory_file
