@@ -383,6 +383,7 @@ MEMBER_TABLE_OF_FORMAT = {
     11: "e3c5723b1ea81c86",
     12: "ba774885370561d7",
     13: "04798872deb7dc01",
+    14: "db298de6b8e2d404",
 }
 
 

@@ -6,7 +6,8 @@ In kernel mode (CPL 0) its general registers are on its kernel stack as for a sl
 (a system call it is executing is handled as in syscall.py: one about to sleep is ended as a
 signal would end it, one still working is refused), its FS base is still the user's in the
 vCPU, and its FPU registers are in the vCPU unless the kernel has saved them
-(TIF_NEED_FPU_LOAD). Dump files carry no FPU registers: those come from `info registers -a`
+(TIF_NEED_FPU_LOAD; the kernel's FPU owner of the CPU tells the few instructions where the
+flag and the registers disagree, refused as a moment). Dump files carry no FPU registers: those come from `info registers -a`
 text (live guests and recorded snapshots have it; `--vcpu-state` adds it to a dump file).
 """
 
@@ -20,7 +21,10 @@ from ..kernel.core.objects import Struct
 from ..kernel.cpu.fpu import fpu_from_vcpu, task_fpu
 from ..kernel.cpu.regs import task_user_regs
 from ..kernel.cpu.vcpu import (
+    fpregs_owner,
     in_entry_text,
+    kernel_fpu_in_use,
+    task_fpregs_in_cpu,
     task_fpu_in_memory,
     task_vcpu,
     vcpu_entry_user_regs,
@@ -43,6 +47,23 @@ def _live_fpu(task: Struct, vcpu: VcpuState) -> FpuState:
             " the dump and pass it as --vcpu-state FILE"
         )
     return fpu_from_vcpu(task_fpu(task), vcpu.fpu)
+
+
+def _kernel_mode_fpu(prog: Program, task: Struct, vcpu: VcpuState) -> FpuState:
+    """The FPU state of a thread on `vcpu` in kernel mode. TIF_NEED_FPU_LOAD says where it
+    is, except for a few instructions where the kernel moves it: 6.1's __switch_to sets the
+    flag on the incoming task only after making it current (the vCPU still holds the
+    outgoing task's registers), and kernel_fpu_begin sets it before saving the registers."""
+    cpu = vcpu.index
+    if task_fpu_in_memory(task):
+        if kernel_fpu_in_use(prog, cpu) and fpregs_owner(prog, cpu) == task.thread.fpu.address_:
+            raise MomentError(f"the kernel was saving thread {task.pid}'s FPU registers on CPU {cpu} to use them")
+        return task_fpu(task)
+    if not task_fpregs_in_cpu(prog, task, cpu):
+        raise MomentError(
+            f"thread {task.pid} was being switched onto CPU {cpu}, whose FPU registers are still another task's"
+        )
+    return _live_fpu(task, vcpu)
 
 
 def running_thread_state(prog: Program, task: Struct) -> tuple[SyscallOutcome, FpuState]:
@@ -69,5 +90,4 @@ def running_thread_state(prog: Program, task: Struct) -> tuple[SyscallOutcome, F
     if vcpu.kernel_gs_base is not None:
         regs = dataclasses.replace(regs, gs_base=vcpu.kernel_gs_base)
     outcome = dataclasses.replace(outcome, regs=regs)
-    fpu = task_fpu(task) if task_fpu_in_memory(task) else _live_fpu(task, vcpu)
-    return outcome, fpu
+    return outcome, _kernel_mode_fpu(prog, task, vcpu)

@@ -220,7 +220,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "task_struct.restore_sigmask task_struct.rseq_len task_struct.rseq_sig "
         "task_struct.rt_priority task_struct.sas_ss_flags task_struct.sas_ss_size "
         "task_struct.sas_ss_sp task_struct.sched_reset_on_fork task_struct.static_prio "
-        "task_struct.tgid thread_info.cpu thread_info.flags thread_struct.ds thread_struct.es thread_struct.fsbase "
+        "fpu.last_cpu task_struct.tgid thread_info.cpu thread_info.flags thread_struct.ds thread_struct.es thread_struct.fsbase "
         "thread_struct.fsindex thread_struct.gsbase thread_struct.gsindex thread_struct.pkru "
         "thread_struct.sp timekeeper.offs_boot timekeeper.offs_real timekeeper.xtime_sec "
         "timerfd_ctx.clockid timerfd_ctx.settime_flags timerfd_ctx.ticks timerfd_ctx.tintv "
@@ -290,7 +290,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct kernfs_node": "cgroup.kn cgroup_file.kn kernfs_node.parent",
     "pointer to struct pid": "fown_struct.pid task_struct.thread_pid unix_skb_parms.pid",
     "pointer to struct sock": "sk_buff.sk socket.sk unix_sock.peer",
-    "pointer to struct task_struct": "hrtimer_sleeper.task task_struct.group_leader task_struct.real_parent",
+    "pointer to struct task_struct": "hrtimer_sleeper.task rq.curr task_struct.group_leader task_struct.real_parent",
     "pointer to struct tty_struct": "signal_struct.tty tty_file_private.tty tty_struct.link",
     "pointer to pointer": "fdtable.fd hlist_bl_node.pprev",
     "pointer to struct cred": "task_struct.cred task_struct.real_cred",

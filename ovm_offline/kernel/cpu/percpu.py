@@ -8,7 +8,15 @@ from ...errors import GuestDataError
 from ..core.memory import Program
 from ..core.objects import Struct
 
-__all__ = ["cpu_curr", "cpu_curr_address", "cpu_curr_tasks", "nr_cpu_ids", "per_cpu_address", "task_cpu"]
+__all__ = [
+    "cpu_curr",
+    "cpu_curr_address",
+    "cpu_curr_tasks",
+    "nr_cpu_ids",
+    "per_cpu_address",
+    "rq_curr",
+    "task_cpu",
+]
 
 U64 = (1 << 64) - 1
 
@@ -38,6 +46,13 @@ def cpu_curr_address(prog: Program, cpu: int) -> int:
 def cpu_curr(prog: Program, cpu: int) -> int:
     """The address of the ``struct task_struct`` current on `cpu`."""
     return prog.read_u64(cpu_curr_address(prog, cpu))
+
+
+def rq_curr(prog: Program, cpu: int) -> int:
+    """The address of the ``struct task_struct`` `cpu`'s runqueue runs (``rq->curr``).
+    __schedule sets it before the switch begins, while current_task changes only late in
+    __switch_to: while the two differ, the CPU is between the two tasks."""
+    return int(prog.struct("rq", per_cpu_address(prog, "runqueues", cpu)).curr)
 
 
 def nr_cpu_ids(prog: Program) -> int:

@@ -16,11 +16,14 @@ from ...sources.base import VcpuState
 from ...state import Registers
 from ..core.memory import Program
 from ..core.objects import Struct
-from .percpu import cpu_curr, task_cpu
+from .percpu import cpu_curr, per_cpu_address, rq_curr, task_cpu
 from .regs import USER_CS, USER_DS
 
 __all__ = [
+    "fpregs_owner",
     "in_entry_text",
+    "kernel_fpu_in_use",
+    "task_fpregs_in_cpu",
     "task_fpu_in_memory",
     "task_vcpu",
     "vcpu_entry_user_regs",
@@ -65,7 +68,10 @@ def task_vcpu(prog: Program, task: Struct, vcpus: list[VcpuState]) -> VcpuState:
     later it is on its CPU or off it); UnsupportedError when the source's vCPU N does not show
     it."""
     cpu = task_cpu(task)
-    if cpu_curr(prog, cpu) != task.address_:
+    # current_task changes in the middle of __switch_to, after the incoming task's FS and GS
+    # bases are loaded: it names a task whose registers are all in the vCPU only when the
+    # runqueue runs the same one
+    if cpu_curr(prog, cpu) != task.address_ or rq_curr(prog, cpu) != task.address_:
         raise MomentError(f"thread {task.pid} was being switched on or off CPU {cpu} at the snapshot")
     vcpu = next((v for v in vcpus if v.index == cpu), None)
     if vcpu is None or vcpu.cpl not in (0, 3):
@@ -126,6 +132,24 @@ def task_fpu_in_memory(task: Struct) -> bool:
     """Are the FPU registers of a running ``struct task_struct`` saved in its fpstate
     (TIF_NEED_FPU_LOAD), rather than live in its CPU?"""
     return bool(task.thread_info.flags >> TIF_NEED_FPU_LOAD & 1)
+
+
+def fpregs_owner(prog: Program, cpu: int) -> int:
+    """The address of the ``struct fpu`` whose registers `cpu` holds
+    (``fpu_fpregs_owner_ctx``; 0 once the kernel has used them itself)."""
+    return prog.read_u64(per_cpu_address(prog, "fpu_fpregs_owner_ctx", cpu))
+
+
+def task_fpregs_in_cpu(prog: Program, task: Struct, cpu: int) -> bool:
+    """Does `cpu` hold the FPU registers of ``struct task_struct`` `task`? The kernel's own
+    test (fpregs_state_valid): the CPU's owner is its ``struct fpu``, which last ran there."""
+    fpu = task.thread.fpu
+    return fpregs_owner(prog, cpu) == fpu.address_ and int(fpu.last_cpu) == cpu
+
+
+def kernel_fpu_in_use(prog: Program, cpu: int) -> bool:
+    """Is the kernel using the FPU on `cpu` (between kernel_fpu_begin and kernel_fpu_end)?"""
+    return bool(prog.read(per_cpu_address(prog, "in_kernel_fpu", cpu), 1)[0])
 
 
 def vcpu_user_regs(vcpu: VcpuState) -> Registers:
