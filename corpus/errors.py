@@ -26,3 +26,10 @@ class GuestStuck(GuestLost):
 class GuestDied(GuestLost):
     """QEMU exited by itself: the guest rebooted or its kernel panicked (under TCG a 6.12 guest
     has been seen to panic in the network stack while criu ran), not a failure of the job."""
+
+
+class GuestBroken(GuestLost):
+    """The guest kernel said it failed by itself while QEMU ran on: an oops, or a CPU stuck in
+    the kernel for minutes (under TCG both vCPUs of a 6.1 guest were seen stuck in runc and
+    criu for ten minutes, and a 6.12 guest took an int3 oops in patched kernel text). A soft
+    lockup of seconds is only a loaded host starving a vCPU, and passes."""

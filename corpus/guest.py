@@ -19,11 +19,30 @@ from pathlib import Path
 from qemu.qmp.legacy import QEMUMonitorProtocol
 from qemu.qmp.protocol import ConnectError
 
-from .errors import GuestDied, GuestError, GuestStuck
+from .errors import GuestBroken, GuestDied, GuestError, GuestStuck
 
 PR_SET_PDEATHSIG = 1
 #: what init.sh writes on the console as it starts the job the host gave it
 JOB_STARTED = "OVM-INIT: running job"
+#: cgroup.memory: QEMU 7.2's multi-threaded TCG can run a stale translation of kernel text
+#: that another vCPU is patching: 6.12 guests took `Oops: int3` (and then panicked) at
+#: __alloc_pages' site of memcg_kmem_online_key, which the kernel switches on when runc makes
+#: the first memory cgroup. Kernel-memory and socket accounting of memory cgroups are what
+#: switch such keys on, and nothing here reads them: off, runc's cgroups patch no kernel text.
+KERNEL_ARGS = "console=ttyS0 panic=-1 quiet loglevel=4 cgroup.memory=nokmem,nosocket"
+#: a CPU stuck in the guest kernel this long is a hang, not a vCPU the loaded host starved
+STUCK_SECONDS = 120
+_KERNEL_FAILED = re.compile(rb"\bOops: |Kernel panic - not syncing|BUG: soft lockup - CPU#\d+ stuck for (\d+)s")
+
+
+def kernel_failure(console: bytes) -> str | None:
+    """The first console line by which a guest kernel says it failed by itself, if any."""
+    for match in _KERNEL_FAILED.finditer(console):
+        if match.group(1) is None or int(match.group(1)) >= STUCK_SECONDS:
+            start = console.rfind(b"\n", 0, match.start()) + 1
+            end = console.find(b"\n", match.end())
+            return console[start : end if end >= 0 else len(console)].decode(errors="replace").strip()
+    return None
 
 
 def _die_with_parent() -> None:
@@ -63,7 +82,7 @@ class Guest:
         # TCG by default: nested KVM hangs Linux guests in early boot on the project machines;
         # OVM_ACCEL=kvm opts in where KVM does work
         accel = accel or os.environ.get("OVM_ACCEL", "tcg")
-        cmdline = f"console=ttyS0 panic=-1 quiet loglevel=4 {cmdline_extra}".strip()
+        cmdline = f"{KERNEL_ARGS} {cmdline_extra}".strip()
         self.argv = [
             "qemu-system-x86_64",
             "-machine",
@@ -106,6 +125,7 @@ class Guest:
         self.qmp: QEMUMonitorProtocol | None = None
         self._ctl: socket.socket | None = None
         self._ctl_buffer = b""
+        self._console_checked = 0  # bytes of the console log already searched for a kernel failure
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Guest:
@@ -208,6 +228,20 @@ class Guest:
                 self.log_tail(),
             )
 
+    def _check_kernel(self, doing: str) -> None:
+        """GuestBroken if the console's new whole lines say the guest kernel failed."""
+        try:
+            with open(self.console_log, "rb") as console:
+                console.seek(self._console_checked)
+                new = console.read()
+        except FileNotFoundError:
+            return
+        whole = new[: new.rfind(b"\n") + 1]
+        self._console_checked += len(whole)
+        failure = kernel_failure(whole)
+        if failure is not None:
+            raise GuestBroken(f"the guest kernel failed while {doing}: {failure}", self.log_tail())
+
     def log_tail(self, lines: int = 25) -> str:
         try:
             text = self.console_log.read_text(errors="replace")
@@ -252,6 +286,7 @@ class Guest:
         deadline = time.monotonic() + timeout
         while b"\n" not in self._ctl_buffer:
             self._check_alive(doing)
+            self._check_kernel(doing)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GuestError(f"timed out after {timeout:.0f} s {doing}", self.log_tail())

@@ -10,13 +10,14 @@ import struct
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
 from corpus import initramfs, jobs, kernels, recorder
-from corpus.errors import CorpusError, GuestError, GuestStuck
-from corpus.guest import Guest
+from corpus.errors import CorpusError, GuestBroken, GuestError, GuestStuck
+from corpus.guest import Guest, kernel_failure
 from corpus.restore import restore
 from corpus.workloads import STANDARD, get_workload
 
@@ -181,6 +182,42 @@ def test_a_guest_that_never_starts_its_job_is_stuck_and_says_where_its_vcpus_are
     assert message.startswith("the guest did not start its job within 15 s while booting a guest whose init sleeps")
     assert re.search(r"QEMU running, vCPU 0: RIP [0-9a-f]{16} CPL 0( halted)?, vCPU 1: RIP [0-9a-f]{16} CPL", message)
     assert qemu_processes_using(tmp_path) == []
+
+
+@pytest.mark.guest
+def test_a_guest_whose_kernel_says_it_failed_is_broken_at_once_and_qemu_is_ended(tmp_path):
+    """The job's guest kernel logs an oops (written here through /dev/kmsg at KERN_CRIT, as the
+    kernel's own would be) and runs on: the wait ends with a GuestBroken naming that console
+    line, which the harness tries once more, not at its timeout."""
+    kernel = kernels.unpack(kernels.get_kernel("6.1"))
+    image = initramfs.build(kernel)
+    oops = "ovm-offline test: Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
+    jobs.write_input_disk(tmp_path / "in.img", {"job.sh": f"echo '<2>{oops}' > /dev/kmsg\nsleep 600\n".encode()})
+    started = time.monotonic()
+    with pytest.raises(GuestBroken) as broken:
+        with Guest(tmp_path, kernel.vmlinuz, image, 256, [tmp_path / "in.img"]) as guest:
+            guest.expect("NEVER", 300, "waiting for nothing")
+    assert time.monotonic() - started < 200
+    message = str(broken.value).splitlines()[0]
+    assert message.startswith("the guest kernel failed while waiting for nothing: [") and message.endswith(oops)
+    assert qemu_processes_using(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "line,failed",
+    [
+        ("[  496.659739] watchdog: BUG: soft lockup - CPU#0 stuck for 458s! [runc:168]", True),
+        ("[   52.101232] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [criu:176]", False),
+        ("[    7.260749] Oops: int3: 0000 [#2] PREEMPT SMP NOPTI", True),
+        ("[    7.261100] Kernel panic - not syncing: Fatal exception in interrupt", True),
+        ("[    3.000000] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:", False),
+    ],
+)
+def test_a_kernel_failure_is_a_console_line_a_short_soft_lockup_is_not(line, failed):
+    """Lines from CI runs' consoles: a CPU stuck for minutes, an oops or a panic is a broken
+    guest; a soft lockup of seconds is a vCPU the loaded host starved, which goes on."""
+    console = f"[    1.0] booting\n{line}\n[  600.0] later\n".encode()
+    assert kernel_failure(console) == (line if failed else None)
 
 
 def test_a_recording_whose_guest_is_stuck_is_made_once_more(tmp_path, monkeypatch):
