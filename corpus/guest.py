@@ -73,7 +73,7 @@ class Guest:
         self.console_log = workdir / "console.log"
         # a socket's path must fit sun_path's 108 bytes, and a recording's directory can be deeper
         # than that leaves: QEMU's sockets live in a short directory of their own
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="ovm-qemu-", dir="/tmp" if os.path.isdir("/tmp") else None))
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="ovm-qemu-", dir="/tmp"))
         self.qmp_path = self.socket_dir / "qmp.sock"
         # QEMU serves one client per QMP socket; this one is for tools outside the harness
         self.qmp_tool_path = self.socket_dir / "qmp-tool.sock"

@@ -243,7 +243,7 @@ def test_the_check_at_the_stop_finds_every_page_the_stream_left_stale(tmp_path):
 
     from ovm_offline.sources import ramcheck
 
-    page, chunk = ramcheck.PAGE_BYTES, ramcheck.CHECK_CHUNK
+    page, chunk = ramcheck.PAGE_SIZE, ramcheck.CHECK_CHUNK
     size = 3 * chunk + 5 * page
     live_path, snap_path = tmp_path / "guest-ram-live", tmp_path / "guest-ram"
     rng = random.Random(7)

@@ -13,9 +13,9 @@ guest's memory file and the stale ones copied. The check hashes the guest's side
 against hashes of the snapshot that a thread kept while the stream wrote it, and re-reads the
 snapshot only where the stream wrote since: it reads guest RAM about once, over mappings filled
 before the migration began, is most of the stop and grows with the guest's RAM (about 50 ms per
-GiB here, against 57-75 for memcmp of both copies). The cost besides: the whole guest RAM streams (zero pages as one flag
-byte), not only the dumped process's pages, and the snapshot takes disk for the guest's
-non-zero pages until the dump is written.
+GiB here, against 57-75 for memcmp of both copies). The cost besides: the whole guest RAM
+streams (zero pages as one flag byte), not only the dumped process's pages, and the snapshot
+takes disk for the guest's non-zero pages until the dump is written.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from .live import (
     memdev_backed_by,
     parse_mtree_flat,
 )
-from .migration import MAX_BLOCK_BYTES, RamStream, WrittenChunks, read_ram_stream
-from .ramcheck import PAGE_BYTES, GuestRamPair, xxh3_with_seed
+from .migration import MAX_BLOCK_BYTES, PAGE_SIZE, RamStream, WrittenChunks, read_ram_stream
+from .ramcheck import GuestRamPair, xxh3_with_seed
 
 __all__ = ["PrecopyReport", "precopy_snapshot"]
 
@@ -220,7 +220,7 @@ class _Precopy:
             file_size = os.stat(memory_file).st_size
         except OSError as exc:
             raise fail(memory_file, f"cannot open: {exc.strerror}") from None
-        if not file_size or file_size % PAGE_BYTES or file_size > MAX_BLOCK_BYTES or (size and size != file_size):
+        if not file_size or file_size % PAGE_SIZE or file_size > MAX_BLOCK_BYTES or (size and size != file_size):
             raise fail(memory_file, f"is {file_size} bytes, not this guest's RAM ({block}: {size} bytes)")
         # a file of the right size may still be another guest's: the check at the stop would
         # then copy that guest's pages into this one's snapshot

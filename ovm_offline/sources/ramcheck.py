@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ._files import fail
-from .migration import WrittenChunks
+from .migration import PAGE_SIZE, WrittenChunks
 
 __all__ = ["GuestRamPair", "xxh3_with_seed"]
 
@@ -20,7 +20,6 @@ CHECK_CHUNK_SHIFT = 20  # 1 MiB: fewer calls (each a few µs of Python) against 
 CHECK_CHUNK = 1 << CHECK_CHUNK_SHIFT
 HASH_IDLE_SECONDS = 0.005
 XXHASH_LIBRARY = "libxxhash.so.0"
-PAGE_BYTES = 4096
 
 
 class GuestRamPair:
@@ -127,8 +126,8 @@ class GuestRamPair:
                 if not same:
                     found[part].extend(
                         page
-                        for page in range(start, start + n, PAGE_BYTES)
-                        if self.memcmp(self.live_base + page, self.snap_base + page, PAGE_BYTES)
+                        for page in range(start, start + n, PAGE_SIZE)
+                        if self.memcmp(self.live_base + page, self.snap_base + page, PAGE_SIZE)
                     )
 
         threads = [threading.Thread(target=compare, args=(part,), daemon=True) for part in range(1, workers)]
@@ -146,7 +145,7 @@ class GuestRamPair:
         stale = self.stale_pages(workers)
         try:
             for page in stale:
-                os.pwrite(self.snapshot_fd, ctypes.string_at(self.live_base + page, PAGE_BYTES), page)
+                os.pwrite(self.snapshot_fd, ctypes.string_at(self.live_base + page, PAGE_SIZE), page)
         except OSError as exc:
             raise fail(self.where, f"cannot check the snapshot against {self.memory_file}: {exc.strerror}") from None
         return len(stale)
