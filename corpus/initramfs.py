@@ -76,6 +76,24 @@ def runc_userns_config() -> bytes:
     return json.dumps(config, indent=1).encode() + b"\n"
 
 
+#: runc-box's inet containers: the inet workload's mode for each config's name
+RUNC_INET_MODES = {"inet-established": "established", "inet-stream": "stream"}
+#: an OCI prestart hook that sets the container's loopback up (runc-box.sh writes it)
+RUNC_LO_UP_HOOK = "/ovm-lo-up"
+
+
+def runc_inet_config(mode: str) -> bytes:
+    """runc-box's config running the inet workload in `mode` instead of pipetree (without
+    pipetree's /data/log), with a prestart hook that sets the container's loopback up, as a
+    network hook (CNI's, podman's) sets up a container's network: runc restore runs it once
+    criu has made the namespaces (--empty-ns network: runc's own loopback setup is not run),
+    before criu reconnects TCP connections over it."""
+    config = json.loads(RUNC_CONFIG.read_text())
+    config["process"]["args"] = ["/bin/inet", mode]
+    config["hooks"] = {"prestart": [{"path": RUNC_LO_UP_HOOK}]}
+    return json.dumps(config, indent=1).encode() + b"\n"
+
+
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
@@ -174,6 +192,8 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     archive.directory("etc/ovm")
     archive.file("etc/ovm/runc-config.json", RUNC_CONFIG.read_bytes())
     archive.file("etc/ovm/runc-config-userns.json", runc_userns_config())
+    for name, mode in RUNC_INET_MODES.items():
+        archive.file(f"etc/ovm/runc-config-{name}.json", runc_inet_config(mode))
     for name, binary in binaries.items():
         archive.file(f"bin/{name}", binary.read_bytes(), 0o755)
         libs.update(shared_libraries(binary))

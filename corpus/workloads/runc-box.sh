@@ -19,18 +19,18 @@ ID=ovm-runc
 CONFIG=runc-config.json
 PREPARE=
 OWNER=
-# the container's program and its READY line; `inet`: the inet workload's established TCP
-# connections over the container's own loopback instead of pipetree; `inet-stream`: its TCP
-# stream from a fast writer thread to a slow reader thread
-PROGRAM=
-INET_MODE=
+# the container's config (initramfs.py derives each from runc-config.json) and its READY
+# line; `inet`: the inet workload's established TCP connections over the container's own
+# loopback instead of pipetree; `inet-stream`: its TCP stream from a fast writer thread to a
+# slow reader thread
+INET=
 READY_LINE='^READY root=1 '
 for arg in "$@"; do
     case "$arg" in
     prepare) PREPARE=1 ;;
     userns) CONFIG=runc-config-userns.json; OWNER=100000:100000 ;;
-    inet) PROGRAM=inet; INET_MODE=established; READY_LINE='^READY pid=' ;;
-    inet-stream) PROGRAM=inet; INET_MODE=stream; READY_LINE='^READY pid=' ;;
+    inet) CONFIG=runc-config-inet-established.json; INET=1; READY_LINE='^READY pid=' ;;
+    inet-stream) CONFIG=runc-config-inet-stream.json; INET=1; READY_LINE='^READY pid=' ;;
     esac
 done
 SYSROOT=/run/runc-sysroot
@@ -53,13 +53,8 @@ cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
 for d in proc sys dev run tmp data; do mkdir -p "$ROOTFS/$d"; done
 cp "/etc/ovm/$CONFIG" "$SYSROOT$BUNDLE/config.json"
-if [ "$PROGRAM" = inet ]; then
-    # inet instead of pipetree, and a prestart hook that sets the container's loopback up, as a
-    # network hook (CNI's, podman's) sets up a container's network: runc restore runs it once
-    # criu has made the namespaces (--empty-ns network: runc's own loopback setup is not run),
-    # before criu reconnects TCP connections over it
-    sed -i -e 's#"/bin/pipetree",#"/bin/inet",#' -e "s#\"box\",#\"$INET_MODE\"#" -e '/^   "\/data\/log"$/d' \
-        -e 's#^{$#{ "hooks": { "prestart": [ { "path": "/ovm-lo-up" } ] },#' "$SYSROOT$BUNDLE/config.json"
+if [ -n "$INET" ]; then
+    # the prestart hook of the inet configs (runc_inet_config in initramfs.py)
     cat > "$SYSROOT/ovm-lo-up" <<'HOOK'
 #!/bin/sh
 # OCI prestart hook: the container's state on stdin, its first process's PID in it
