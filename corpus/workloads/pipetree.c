@@ -16,8 +16,8 @@
  *
  * `pipetree box FILE` (the runc container's program): p4 is a UNIX socket pair instead of a
  * pipe, R appends "seq N" to FILE (under a bind mount) every tick, and the check also sees
- * that the host name and the mounts (/proc/self/mountinfo less ids, devices and peer groups)
- * are those R saw at its start and that FILE, by its path, is the file R writes and holds
+ * that the host name and the mounts (/proc/self/mountinfo less ids, devices, peer groups and the
+ * host devtmpfs's boot-time size) are those R saw at its start and that FILE, by its path, is the file R writes and holds
  * every line R wrote.
  *
  * READY line:  READY root=R a=A c=C b=B lag=2 interval_ms=200
@@ -135,6 +135,23 @@ static int line_cmp(const void *x, const void *y)
 	return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
+/* The host's devtmpfs sizes itself from the RAM the kernel had free at boot, which differs by a
+ * page or two from boot to boot: a bind of one of its nodes shows the restoring guest's size,
+ * which says nothing about the restored container. Drops those two options in place. */
+static void drop_boot_sizing(char *opts)
+{
+	char *out = opts;
+	for (char *s2 = NULL, *o = strtok_r(opts, ",", &s2); o; o = strtok_r(NULL, ",", &s2)) {
+		if (!strncmp(o, "size=", 5) || !strncmp(o, "nr_inodes=", 10))
+			continue;
+		if (out != opts)
+			*out++ = ',';
+		memmove(out, o, strlen(o) + 1);
+		out += strlen(out);
+	}
+	*out = 0;
+}
+
 /* The mounts R sees, one "root point options fstype source superoptions" line each, sorted:
  * what a restore must give back (ids, devices and peer groups are new after one). */
 static void mounts_now(char *out, size_t size)
@@ -169,8 +186,11 @@ static void mounts_now(char *out, size_t size)
 			/* a masked path: a bind of a null device, whose file system (the container's
 			 * /dev or the host's) is the runtime's choice, and differs after a restore */
 			snprintf(norm[n], sizeof(norm[n]), "%s masked", f[4]);
-		else
+		else {
+			if (!strcmp(f[6], "devtmpfs"))
+				drop_boot_sizing(f[8]);
 			snprintf(norm[n], sizeof(norm[n]), "%s %s %s %s %s %s", f[3], f[4], f[5], f[6], f[7], f[8]);
+		}
 		lines[n] = norm[n];
 		n++;
 	}
