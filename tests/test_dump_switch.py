@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from corpus.recorder import record_with_live_dump
+from ovm_offline.errors import ExitCode
 from tests.support.switching import stop_in_switch
 
 pytestmark = pytest.mark.guest
@@ -43,7 +44,7 @@ def test_a_thread_stopped_half_switched_is_a_moment_to_try_again(tmp_path, kerne
 
     record_with_live_dump(kernel, "spinners", tmp_path / "rec", dump_half_switched, log=lambda m: None)
     [stop] = stops
-    assert stop.returncode == 8, stop.stderr
+    assert stop.returncode == ExitCode.MOMENT, stop.stderr
     line = stop.stderr.strip()
     assert "\n" not in line and any(refusal.format(cpu=cpu) in line for cpu in (0, 1)), line
     assert not images.exists()

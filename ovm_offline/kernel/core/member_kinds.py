@@ -186,7 +186,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "integer": (
         "atomic64_t.counter atomic_t.counter cpu_itimer.expires cpu_itimer.incr cred.securebits "
         "epoll_event.data epoll_event.events epoll_filefd.fd eventfd_ctx.count eventfd_ctx.flags "
-        "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures "
+        "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures fpu.last_cpu "
         "fpu_state_config.max_features fs_struct.umask group_info.ngroups hrtimer._softexpires "
         "hrtimer.state hrtimer_clock_base.clockid task_struct.start_boottime idr.idr_base inode.i_ino inode.i_mode "
         "inode.i_mtime_sec inode.i_nlink "
@@ -220,7 +220,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "task_struct.restore_sigmask task_struct.rseq_len task_struct.rseq_sig "
         "task_struct.rt_priority task_struct.sas_ss_flags task_struct.sas_ss_size "
         "task_struct.sas_ss_sp task_struct.sched_reset_on_fork task_struct.static_prio "
-        "fpu.last_cpu task_struct.tgid thread_info.cpu thread_info.flags thread_struct.ds thread_struct.es thread_struct.fsbase "
+        "task_struct.tgid thread_info.cpu thread_info.flags thread_struct.ds thread_struct.es thread_struct.fsbase "
         "thread_struct.fsindex thread_struct.gsbase thread_struct.gsindex thread_struct.pkru "
         "thread_struct.sp timekeeper.offs_boot timekeeper.offs_real timekeeper.xtime_sec "
         "timerfd_ctx.clockid timerfd_ctx.settime_flags timerfd_ctx.ticks timerfd_ctx.tintv "
