@@ -71,13 +71,7 @@ class Guest:
         self.workdir = workdir
         self.memory_file = workdir / "guest-ram"
         self.console_log = workdir / "console.log"
-        # a socket's path must fit sun_path's 108 bytes, and a recording's directory can be deeper
-        # than that leaves: QEMU's sockets live in a short directory of their own
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="ovm-qemu-", dir="/tmp"))
-        self.qmp_path = self.socket_dir / "qmp.sock"
-        # QEMU serves one client per QMP socket; this one is for tools outside the harness
-        self.qmp_tool_path = self.socket_dir / "qmp-tool.sock"
-        self.ctl_path = self.socket_dir / "ctl.sock"
+        self.socket_dir: Path | None = None  # made by start(), removed by stop()
         self.ram_mib = ram_mib
         # TCG by default: nested KVM hangs Linux guests in early boot on the project machines;
         # OVM_ACCEL=kvm opts in where KVM does work
@@ -104,18 +98,10 @@ class Guest:
             "-display",
             "none",
             "-no-reboot",
-            "-qmp",
-            f"unix:{self.qmp_path},server=on,wait=off",
-            "-qmp",
-            f"unix:{self.qmp_tool_path},server=on,wait=off",
             "-chardev",
             f"file,id=con,path={self.console_log}",
             "-serial",
             "chardev:con",
-            "-chardev",
-            f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
-            "-serial",
-            "chardev:ctl",
         ]
         if cpu:
             self.argv += ["-cpu", cpu]
@@ -135,14 +121,36 @@ class Guest:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _make_sockets(self) -> list[str]:
+        """QEMU's options for its sockets, in a directory made now: a socket's path must fit
+        sun_path's 108 bytes, and a recording's directory can be deeper than that leaves."""
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="ovm-qemu-", dir="/tmp"))
+        self.qmp_path = self.socket_dir / "qmp.sock"
+        # QEMU serves one client per QMP socket; this one is for tools outside the harness
+        self.qmp_tool_path = self.socket_dir / "qmp-tool.sock"
+        self.ctl_path = self.socket_dir / "ctl.sock"
+        return [
+            "-qmp",
+            f"unix:{self.qmp_path},server=on,wait=off",
+            "-qmp",
+            f"unix:{self.qmp_tool_path},server=on,wait=off",
+            "-chardev",
+            f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
+            "-serial",
+            "chardev:ctl",
+        ]
+
     def start(self) -> None:
-        for path in (self.qmp_path, self.ctl_path, self.console_log):
-            path.unlink(missing_ok=True)
-        stderr = open(self.workdir / "qemu-stderr.log", "wb")
-        self.process = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, preexec_fn=_die_with_parent
-        )
-        stderr.close()
+        self.console_log.unlink(missing_ok=True)
+        argv = self.argv + self._make_sockets()
+        try:
+            with open(self.workdir / "qemu-stderr.log", "wb") as stderr:
+                self.process = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, preexec_fn=_die_with_parent
+                )
+        except BaseException:
+            self.stop()
+            raise
         try:
             self._wait_for_socket(self.qmp_path)
             self.qmp = self._when_listening(self.qmp_path, self._connect_qmp)
@@ -210,7 +218,9 @@ class Guest:
                 self.qmp.close()
         self.qmp = None
         self._ctl = None
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            self.socket_dir = None
 
     def wait_exit(self, timeout: float) -> int:
         assert self.process

@@ -151,6 +151,21 @@ def qemu_processes_using(path: Path) -> list[str]:
     return [line for line in out.splitlines() if str(path) in line]
 
 
+def _qemu_socket_dirs() -> set[Path]:
+    return set(Path("/tmp").glob("ovm-qemu-*"))
+
+
+def test_a_guest_makes_its_socket_directory_when_it_starts_and_removes_it_when_qemu_fails(tmp_path):
+    """A Guest made and never started leaves no /tmp/ovm-qemu-* behind; one whose QEMU exits
+    at once (no such kernel) removes the directory it made."""
+    before = _qemu_socket_dirs()
+    guest = Guest(tmp_path, tmp_path / "no-such-vmlinuz", tmp_path / "no-such-initrd", 64, [])
+    assert guest.socket_dir is None and _qemu_socket_dirs() == before
+    with pytest.raises(GuestError, match="QEMU exited"):
+        guest.start()
+    assert guest.socket_dir is None and _qemu_socket_dirs() - before == set()
+
+
 @pytest.mark.guest
 @pytest.mark.slow
 def test_guest_that_fails_to_boot_reports_its_serial_log_and_leaves_no_qemu(tmp_path):
