@@ -67,9 +67,11 @@ class Guest:
         accel: str | None = None,
         cpu: str | None = None,
         cmdline_extra: str = "",
+        memory_dir: Path | None = None,
     ):
         self.workdir = workdir
-        self.memory_file = workdir / "guest-ram"
+        # memory_dir: where guest RAM's file lives instead (a tmpfs, for a background snapshot)
+        self.memory_file = (memory_dir or workdir) / "guest-ram"
         self.console_log = workdir / "console.log"
         self.socket_dir: Path | None = None  # made by start(), removed by stop()
         self.ram_mib = ram_mib

@@ -186,22 +186,25 @@ def _dig_holes(*files: Path) -> None:
         subprocess.run(["fallocate", "--dig-holes", str(file)], check=True)
 
 
-def record_with_live_dump(kernel_name: str, workload_name: str, path: Path, dump_live, log=print) -> Recording:
+def record_with_live_dump(
+    kernel_name: str, workload_name: str, path: Path, dump_live, log=print, memory_dir: Path | None = None
+) -> Recording:
     """Record an as-is workload into `path` (outside the cache), calling ``dump_live(guest,
     root_pid)`` while the workload runs, before the recorder's own pause: a tool reading the
-    running guest (``ovm-offline dump --live``) sees it as a user's VM is."""
+    running guest (``ovm-offline dump --live``) sees it as a user's VM is. `memory_dir`: where
+    the guest's RAM file lives, if not in `path`."""
     workload = get_workload(workload_name)
     if workload.moment != "as-is":
         raise CorpusError(f"{workload.name} is recorded stopped: nothing runs to dump live")
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
     try:
-        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
+        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live, memory_dir)
     except GuestStuck as first:  # before the job, so before dump_live was called
         log(
             f"guest stuck while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
         )
-        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live)
+        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live, memory_dir)
 
 
 def _golden_job_mode(workload: Workload) -> str:
@@ -220,6 +223,7 @@ def _record_into(
     log,
     take: int,
     dump_live=None,
+    memory_dir: Path | None = None,
 ) -> Recording:
     cache.begin(path)
     log(f"recording {workload.name} on {kernel_name} in {path}")
@@ -246,9 +250,8 @@ def _record_into(
     jobs.blank_output_disk(work / "out.img", workload.ram_mib + 256)
     (path / "live").mkdir()
 
-    with Guest(
-        work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"], cpu=workload.cpu
-    ) as guest:
+    disks = [work / "in.img", work / "out.img"]
+    with Guest(work, kernel.vmlinuz, image, workload.ram_mib, disks, cpu=workload.cpu, memory_dir=memory_dir) as guest:
         guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for {workload.name}")
         ready = guest.expect("RECORD-READY", 300, f"starting {workload.name} on {kernel_name}")
         timings["boot_and_ready"] = time.monotonic() - t0

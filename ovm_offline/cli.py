@@ -226,6 +226,12 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     " snapshot beside -D), stop it only for the last pages and a check of the snapshot against --mem.",
 )
 @click.option(
+    "--background",
+    is_flag=True,
+    help="With --live --qmp --mem on tmpfs or hugetlbfs: stop the guest only to read its registers and"
+    " write-protect its RAM (QEMU's background snapshot), then stream guest RAM as it was then while it runs.",
+)
+@click.option(
     "--attempts",
     type=click.IntRange(1, 100),
     default=3,
@@ -248,6 +254,7 @@ def dump(
     force,
     network_lock,
     precopy,
+    background,
     attempts,
     quiet,
 ) -> None:
@@ -258,21 +265,21 @@ def dump(
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
     ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
+    ovm-offline dump --live --background --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/ --attempts 10
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     """
     from . import dump as dumping
 
-    _check_dump_arguments(
-        pid, container, directory, force, precopy and (not live or not qmp or not mem or source or vcpu_state)
-    )
+    snapshot = _snapshot_mode(precopy, background, live and qmp and mem and not source and not vcpu_state)
+    _check_dump_arguments(pid, container, directory, force)
     if not live:
         if click.get_current_context().get_parameter_source("attempts") == click.core.ParameterSource.COMMANDLINE:
             raise click.UsageError("--attempts takes --live: a dump file holds one moment")
         attempts = 1
     for attempt in range(1, attempts + 1):
-        opened = precopied_source(directory, qmp, mem, quiet) if precopy else None
+        opened = snapshot_source(snapshot, directory, qmp, mem, quiet) if snapshot else None
         src = None
         try:
             with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
@@ -324,33 +331,50 @@ def _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options
             bar.close()
 
 
-def _check_dump_arguments(pid, container, directory, force, bad_precopy) -> None:
+def _snapshot_mode(precopy: bool, background: bool, live_guest: bool) -> str | None:
+    """Which snapshot of a running guest the dump reads (None: it pauses the guest throughout)."""
+    if precopy and background:
+        raise click.UsageError("give --precopy or --background, not both")
+    mode = "precopy" if precopy else "background" if background else None
+    if mode and not live_guest:
+        raise click.UsageError(f"--{mode} takes --live --qmp SOCKET --mem FILE (and no SOURCE)")
+    return mode
+
+
+def _check_dump_arguments(pid, container, directory, force) -> None:
     """What dump refuses before it opens anything (a live guest is not paused for nothing)."""
     from .output import check_target
 
     if (pid is None) == (container is None):
         raise click.UsageError("give either --pid or --container")
-    if bad_precopy:
-        raise click.UsageError("--precopy takes --live --qmp SOCKET --mem FILE (and no SOURCE)")
     if not directory:
         raise click.BadParameter("the images directory name is empty", param_hint="-D")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
 
 
 @contextlib.contextmanager
-def precopied_source(directory: str, qmp: str, mem: str, quiet: bool):
-    """A pre-copy snapshot of the guest behind `qmp`, beside the images directory while the dump
-    reads it."""
+def snapshot_source(mode: str, directory: str, qmp: str, mem: str, quiet: bool):
+    """A snapshot (`mode`: "precopy" or "background") of the running guest behind `qmp`, beside
+    the images directory while the dump reads it."""
     from .output import scratch_directory
-    from .sources.precopy import precopy_snapshot
 
-    with scratch_directory(directory, "precopy") as snapshot:
-        report = precopy_snapshot(qmp, snapshot, mem)
+    with scratch_directory(directory, mode) as snapshot:
+        report = _take_snapshot(mode, qmp, snapshot, mem)
         if not quiet:
             click.echo(report.line(), err=True)
         with sources.open_source(snapshot) as opened:
             opened.guest_runs_on = report.paused_seconds is not None  # it was running before
             yield opened
+
+
+def _take_snapshot(mode: str, qmp: str, snapshot: Path, mem: str):
+    if mode == "precopy":
+        from .sources.precopy import precopy_snapshot
+
+        return precopy_snapshot(qmp, snapshot, mem)
+    from .sources.background import background_snapshot
+
+    return background_snapshot(qmp, snapshot, mem)
 
 
 def open_guest_kernel(src, symbol_dirs):

@@ -457,8 +457,8 @@ class Qemu:
     """A kernel-less QEMU (-S) with RAM in a memory-backend-file and two QMP sockets: one for
     LiveSource, one for the test to watch it."""
 
-    def __init__(self, workdir: Path, ram_mib: int = 64) -> None:
-        self.ram = workdir / "ram"
+    def __init__(self, workdir: Path, ram_mib: int = 64, ram_dir: Path | None = None) -> None:
+        self.ram = (ram_dir or workdir) / "ram"
         self.qmp_path = workdir / "qmp.sock"
         self.ctl_path = workdir / "ctl.sock"
         argv = [

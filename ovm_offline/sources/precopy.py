@@ -91,7 +91,7 @@ class _StreamReader(threading.Thread):
     RAM, with the guest stopped: it must never wait for us)."""
 
     def __init__(
-        self, sock: socket.socket, block: str, out_fd: int, where: str, size: int, written: WrittenChunks
+        self, sock: socket.socket, block: str, out_fd: int, where: str, size: int, written: WrittenChunks | None
     ) -> None:
         super().__init__(name="ovm-offline migration reader", daemon=True)
         self.sock, self.block, self.out_fd, self.where = sock, block, out_fd, where
@@ -177,6 +177,9 @@ def precopy_snapshot(
 class _Precopy:
     """One pre-copy snapshot's QMP session, stream and what must be undone."""
 
+    #: the stream is compared with the memory file at the stop (QEMU's dirty bitmap misses pages)
+    CHECKED_AT_STOP = True
+
     def __init__(self, where: str, directory: Path, timeout: float) -> None:
         from qemu.qmp import EventListener
 
@@ -199,7 +202,6 @@ class _Precopy:
         guest's RAM, map both for the check at the stop, then start reading: the RAM block's
         name."""
         qmp, where = self.qmp, self.where
-        xxh3 = xxh3_with_seed(where)
         self.was_running = bool(qmp.execute("query-status").get("running"))
         active = qmp.execute("query-migrate").get("status")
         if active in ("setup", "active", "pre-switchover", "device", "cancelling"):
@@ -233,9 +235,15 @@ class _Precopy:
             os.ftruncate(self.out_fd, file_size)
         except OSError as exc:
             raise OutputError.writing(self.directory / RECORDED_MEMORY, exc) from None
-        self.pair = GuestRamPair(memory_file, self.out_fd, file_size, where, xxh3)
+        if self.CHECKED_AT_STOP:
+            self.pair = GuestRamPair(memory_file, self.out_fd, file_size, where, xxh3_with_seed(where))
         self.reader = _StreamReader(
-            self.ours, block, self.out_fd, f"{where}: migration stream", file_size, self.pair.written
+            self.ours,
+            block,
+            self.out_fd,
+            f"{where}: migration stream",
+            file_size,
+            self.pair.written if self.pair else None,
         )
         self.reader.start()
         return block
@@ -247,15 +255,40 @@ class _Precopy:
         self.saved_parameters = {k: parameters[k] for k in ("max-bandwidth", "downtime-limit") if k in parameters}
         downtime = DOWNTIME_START_MS
         qmp.execute("migrate-set-parameters", {"max-bandwidth": STREAM_BANDWIDTH, "downtime-limit": downtime})
-        qmp._client.send_fd_scm(self.theirs.fileno())
-        qmp.execute("getfd", {"fdname": FD_NAME})
-        self.theirs.close()  # QEMU holds its own copy now
-        qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
-        self.migrating = True
-        deadline = self.started + max_seconds
+        self.start_migration()
         rounds_seen = 0
+
+        def lower_downtime_each_round(info: dict[str, Any]) -> None:
+            nonlocal rounds_seen, downtime
+            rounds = int(info.get("ram", {}).get("dirty-sync-count", 0))
+            if rounds > rounds_seen:
+                rounds_seen = rounds
+                if rounds > ROUNDS_AT_START_LIMIT and downtime < DOWNTIME_MAX_MS:
+                    downtime = min(downtime * 2, DOWNTIME_MAX_MS)
+                    qmp.execute("migrate-set-parameters", {"downtime-limit": downtime})
+
+        self.follow_migration(max_seconds, lower_downtime_each_round)
+
+    #: why a migration may outlast `max_seconds`, for its refusal
+    TOO_SLOW = (
+        "pre-copy did not converge in {:g} s (the guest writes memory faster than it streams);"
+        " use a one-pause --live dump"
+    )
+
+    def start_migration(self) -> None:
+        """Hand QEMU our end of the socket and migrate into it."""
+        self.qmp._client.send_fd_scm(self.theirs.fileno())
+        self.qmp.execute("getfd", {"fdname": FD_NAME})
+        self.theirs.close()  # QEMU holds its own copy now
+        self.qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
+        self.migrating = True
+
+    def follow_migration(self, max_seconds: float, each_poll: Callable[[dict[str, Any]], None]) -> None:
+        """Poll QEMU until our migration completes (`each_poll` sees each status); raise if it
+        fails, the stream reader fails, or it outlasts `max_seconds` from our start."""
+        deadline = self.started + max_seconds
         while True:
-            self.info = qmp.execute("query-migrate")
+            self.info = self.qmp.execute("query-migrate")
             state = self.info.get("status")
             if state == "completed":
                 break
@@ -265,17 +298,8 @@ class _Precopy:
                 raise fail(self.where, f"the migration stream {state}: {why}")
             self.raise_reader_error()
             if time.monotonic() > deadline:
-                raise fail(
-                    self.where,
-                    f"pre-copy did not converge in {max_seconds:g} s (the guest writes memory faster than it"
-                    " streams); use a one-pause --live dump",
-                )
-            rounds = int(self.info.get("ram", {}).get("dirty-sync-count", 0))
-            if rounds > rounds_seen:
-                rounds_seen = rounds
-                if rounds > ROUNDS_AT_START_LIMIT and downtime < DOWNTIME_MAX_MS:
-                    downtime = min(downtime * 2, DOWNTIME_MAX_MS)
-                    qmp.execute("migrate-set-parameters", {"downtime-limit": downtime})
+                raise fail(self.where, self.TOO_SLOW.format(max_seconds))
+            each_poll(self.info)
             time.sleep(POLL_SECONDS)
         self.migrating = False
 
@@ -308,8 +332,8 @@ class _Precopy:
                 events = {e["event"]: _event_seconds(dict(e)) for e in self.listener.clear()}
                 if "STOP" in events and "RESUME" in events:
                     paused = events["RESUME"] - events["STOP"]
-            if self.saved_parameters:
-                self.qmp.execute("migrate-set-parameters", self.saved_parameters)
+            for command, arguments in self.settings_to_give_back():
+                self.qmp.execute(command, arguments)
         except BaseException:
             self.abandon()
             raise
@@ -327,16 +351,25 @@ class _Precopy:
             raise fail(self.where, "the migration stream did not end after the migration completed")
         self.raise_reader_error()
         ram = self.reader.result
-        if ram is None or not ram.complete or not ram.block_bytes:
+        if ram is None or not ram.block_bytes or not self.whole(ram):
             raise fail(self.where, f"the migration stream ended before guest RAM ({self.reader.block}) was complete")
         return ram
+
+    @staticmethod
+    def whole(ram: RamStream) -> bool:
+        """Did the stream carry all of guest RAM? Pre-copy's RAM section ends when it has."""
+        return ram.complete
 
     def unmap(self) -> None:
         if self.pair is not None:
             self.pair.close()
 
+    def settings_to_give_back(self) -> list[tuple[str, dict[str, Any]]]:
+        """The QMP commands that undo what we changed of QEMU's migration settings."""
+        return [("migrate-set-parameters", self.saved_parameters)] if self.saved_parameters else []
+
     def abandon(self) -> None:
-        _abandon(self.qmp, self.migrating, self.was_running, self.saved_parameters)
+        _abandon(self.qmp, self.migrating, self.was_running, self.settings_to_give_back())
         self.unmap()
         _close_reader(self.reader, self.ours, self.out_fd)
         try:
@@ -345,17 +378,16 @@ class _Precopy:
             pass
 
 
-def _abandon(qmp: _Qmp, migrating: bool, was_running: bool, parameters: dict[str, Any]) -> None:
+def _abandon(qmp: _Qmp, migrating: bool, was_running: bool, give_back: list[tuple[str, dict[str, Any]]]) -> None:
     """After an error or Ctrl-C: cancel our migration, let a guest that was running run on,
-    whatever stopped it (QEMU stops it for the last round), and give back the migration
-    parameters we changed."""
+    whatever stopped it (QEMU or we, for the snapshot's moment), and give back the migration
+    settings we changed."""
     commands: list[tuple[str, dict[str, Any] | None]] = []
     if migrating:
         commands.append(("migrate_cancel", None))
     if was_running:
         commands.append(("cont", None))
-    if parameters:
-        commands.append(("migrate-set-parameters", parameters))
+    commands += give_back
     for command, arguments in commands:
         try:
             qmp.execute(command, arguments)
