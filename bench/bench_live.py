@@ -1,12 +1,14 @@
-"""Benchmark how long `dump --live` stops a running guest, with and without `--precopy`.
+"""Benchmark how long `dump --live` stops a running guest: one pause, `--precopy`, `--background`.
 
     python bench/bench_live.py [--kernel 6.1] [--sizes 0,64,1024]
 
 For each size, a guest runs memhog of that many MiB (not stopped: as a user's VM runs) and is
-dumped live twice, one after the other: the one-pause dump (stopped for the whole dump, page
-copy included) and the pre-copy dump (guest RAM streams while it runs; stopped only for QEMU's
-last round and our register read). The pause of each comes from the tool's own report: the
-one-pause dump times its stop..cont, the pre-copy dump reads QEMU's STOP and RESUME events.
+dumped live three times, one after the other: the one-pause dump (stopped for the whole dump,
+page copy included), the pre-copy dump (guest RAM streams while it runs; stopped only for QEMU's
+last round, our check and our register read) and the background dump (stopped for our register
+read while QEMU write-protects RAM, which then streams while it runs). The pause of each comes
+from the tool's own report: the one-pause dump times its stop..cont, the others read QEMU's STOP
+and RESUME events. Guest RAM is a file on /dev/shm (tmpfs), as a background snapshot needs.
 memhog rewrites --permille of its pages each second (default 10: 1%), the rate the pre-copy
 pause must hold at; --permille 0 leaves its memory still after it is filled.
 A guest gets 1.25x the size plus 512 MiB of RAM (no criu runs in it: no golden images).
@@ -60,9 +62,13 @@ def main() -> None:
     image = initramfs.build(kernel)
     print(
         f"{'memhog MiB':>10} {'one-pause stop ms':>17} {'pre-copy stop ms':>16} {'QEMU downtime ms':>16}"
-        f" {'check ms':>8} {'rounds':>6} {'re-sent pages':>13} {'one-pause s':>11} {'pre-copy s':>10}"
+        f" {'check ms':>8} {'rounds':>6} {'re-sent pages':>13} {'background stop ms':>18} {'bg downtime ms':>14}"
+        f" {'one-pause s':>11} {'pre-copy s':>10} {'background s':>12}"
     )
-    with tempfile.TemporaryDirectory(prefix="ovm-bench-live-", dir=REPO / "corpus" / "cache") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="ovm-bench-live-", dir=REPO / "corpus" / "cache") as tmp,
+        tempfile.TemporaryDirectory(prefix="ovm-bench-ram-", dir="/dev/shm") as ram_dir,
+    ):
         for mib in (int(s) for s in args.sizes.split(",")):
             work = Path(tmp) / str(mib)
             row: dict[str, str] = {}
@@ -82,8 +88,13 @@ def main() -> None:
                     r".*? by a check of (\d+) ms",
                     said,
                 )
-                if not (stop and pre):
-                    raise SystemExit(f"no pause reported: {said[-500:]}")
+                bg_s, said_bg = _ovm(
+                    "dump", "--live", "--background", "--qmp", str(guest.qmp_tool_path), "--mem",
+                    str(guest.memory_file), "--pid", str(root), "-D", str(work / "background"),
+                )  # fmt: skip
+                bg = re.search(r"background snapshot: guest paused for (\d+) ms \(QEMU downtime (\d+) ms\)", said_bg)
+                if not (stop and pre and bg):
+                    raise SystemExit(f"no pause reported: {said[-500:]} {said_bg[-500:]}")
                 row.update(
                     plain=f"{float(stop.group(1)) * 1000:.0f}",
                     pre=pre.group(1),
@@ -91,8 +102,11 @@ def main() -> None:
                     rounds=pre.group(3),
                     resent=pre.group(4),
                     check=pre.group(5),
+                    bg=bg.group(1),
+                    bg_downtime=bg.group(2),
                     plain_s=f"{plain_s:.2f}",
                     pre_s=f"{pre_s:.2f}",
+                    bg_s=f"{bg_s:.2f}",
                 )
 
             recorder._record_into(
@@ -104,10 +118,13 @@ def main() -> None:
                 lambda m: print(m, file=sys.stderr),
                 0,
                 dump_live,
+                Path(ram_dir),
             )
+            (Path(ram_dir) / "guest-ram").unlink()  # the next size's guest makes its own
             print(
                 f"{mib:>10} {row['plain']:>17} {row['pre']:>16} {row['downtime']:>16} {row['check']:>8} {row['rounds']:>6}"
-                f" {row['resent']:>13} {row['plain_s']:>11} {row['pre_s']:>10}",
+                f" {row['resent']:>13} {row['bg']:>18} {row['bg_downtime']:>14} {row['plain_s']:>11} {row['pre_s']:>10}"
+                f" {row['bg_s']:>12}",
                 flush=True,
             )
 
