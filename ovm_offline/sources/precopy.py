@@ -202,6 +202,7 @@ class _Precopy:
         guest's RAM, map both for the check at the stop, then start reading: the RAM block's
         name."""
         qmp, where = self.qmp, self.where
+        xxh3 = xxh3_with_seed(where) if self.CHECKED_AT_STOP else None  # refused before anything starts
         self.was_running = bool(qmp.execute("query-status").get("running"))
         active = qmp.execute("query-migrate").get("status")
         if active in ("setup", "active", "pre-switchover", "device", "cancelling"):
@@ -235,8 +236,8 @@ class _Precopy:
             os.ftruncate(self.out_fd, file_size)
         except OSError as exc:
             raise OutputError.writing(self.directory / RECORDED_MEMORY, exc) from None
-        if self.CHECKED_AT_STOP:
-            self.pair = GuestRamPair(memory_file, self.out_fd, file_size, where, xxh3_with_seed(where))
+        if xxh3 is not None:
+            self.pair = GuestRamPair(memory_file, self.out_fd, file_size, where, xxh3)
         self.reader = _StreamReader(
             self.ours,
             block,
