@@ -323,12 +323,15 @@ class _Precopy:
             raise error
 
     def resume(self) -> float | None:
-        """Let the guest run again (if it ran before) and give back the parameters; how long it
-        was stopped, by QEMU's STOP and RESUME events."""
+        """Let the guest run again (if it ran before, and QEMU has not started it itself, as a
+        background snapshot does) and give back the parameters; how long it was stopped, by QEMU's
+        STOP and RESUME events."""
         paused: float | None = None
         try:
             if self.was_running:
-                self.qmp.execute("cont")
+                # `cont` of a running guest would send a STOP and a RESUME of its own
+                if not self.qmp.execute("query-status").get("running"):
+                    self.qmp.execute("cont")
                 self.qmp.execute("query-status")  # lets the RESUME event arrive
                 events = {e["event"]: _event_seconds(dict(e)) for e in self.listener.clear()}
                 if "STOP" in events and "RESUME" in events:
