@@ -59,6 +59,10 @@ DOWNTIME_START_MS = 10
 DOWNTIME_MAX_MS = 2000
 ROUNDS_AT_START_LIMIT = 4
 FD_NAME = "ovm-offline-migration"
+#: query-migrate states in which QEMU refuses to change migration capabilities
+MIGRATION_RUNNING = ("setup", "active", "pre-switchover", "device", "cancelling")
+#: how long an abandoned migration may take to end before we give back settings anyway
+CANCEL_SECONDS = 10.0
 
 
 @dataclasses.dataclass
@@ -205,7 +209,7 @@ class _Precopy:
         xxh3 = xxh3_with_seed(where) if self.CHECKED_AT_STOP else None  # refused before anything starts
         self.was_running = bool(qmp.execute("query-status").get("running"))
         active = qmp.execute("query-migrate").get("status")
-        if active in ("setup", "active", "pre-switchover", "device", "cancelling"):
+        if active in MIGRATION_RUNNING:
             raise fail(where, f"a migration of this guest is in progress ({active}); try again when it ends")
         capabilities = {c["capability"]: c["state"] for c in qmp.execute("query-migrate-capabilities")}
         on = [c for c in UNREAD_CAPABILITIES if capabilities.get(c)]
@@ -386,17 +390,24 @@ def _abandon(qmp: _Qmp, migrating: bool, was_running: bool, give_back: list[tupl
     """After an error or Ctrl-C: cancel our migration, let a guest that was running run on,
     whatever stopped it (QEMU or we, for the snapshot's moment), and give back the migration
     settings we changed."""
-    commands: list[tuple[str, dict[str, Any] | None]] = []
-    if migrating:
-        commands.append(("migrate_cancel", None))
-    if was_running:
-        commands.append(("cont", None))
-    commands += give_back
-    for command, arguments in commands:
+
+    def quietly(command: str, arguments: dict[str, Any] | None = None) -> Any:
         try:
-            qmp.execute(command, arguments)
+            return qmp.execute(command, arguments)
         except Exception:
-            pass  # cont of a guest still running fails harmlessly
+            return None  # cont of a guest still running fails harmlessly
+
+    if migrating:
+        quietly("migrate_cancel")
+        # QEMU refuses to change capabilities until the cancel has ended (a background
+        # snapshot's capability would then stay on for the user's next migration)
+        deadline = time.monotonic() + CANCEL_SECONDS
+        while (quietly("query-migrate") or {}).get("status") in MIGRATION_RUNNING and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+    if was_running:
+        quietly("cont")
+    for command, arguments in give_back:
+        quietly(command, arguments)
     qmp.close()
 
 
