@@ -51,3 +51,6 @@ _.log_after  # corpus restore result: the workload's log after restore, for a fa
 
 # tarfile.TarInfo fields a tmpfs archive's members carry: tarfile writes them into the header.
 _.linkname, _.devmajor, _.devminor
+
+# Called by the dataclasses module as its ``exec`` (dataclass_code.install).
+_.__call__

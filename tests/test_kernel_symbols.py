@@ -133,6 +133,10 @@ def test_cache_invalidation(cache, tmp_path):
     for f in cache.glob("*.isfc"):
         f.write_bytes(f.read_bytes()[:100])
     assert load_isf(p).struct_type("foo").size == 24
+    for f in cache.glob("*.isfc"):
+        f.write_bytes(b"")  # nothing to map
+    assert load_isf(p).struct_type("foo").size == 24
+    assert all(f.stat().st_size > 100 for f in cache.glob("*.isfc"))
 
 
 def test_unwritable_cache_still_works(monkeypatch, tmp_path):

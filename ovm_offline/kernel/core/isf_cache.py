@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 import json
 import marshal
+import mmap
 import os
 import re
 import struct
@@ -41,6 +42,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ...dataclass_code import cache_root
 from ...errors import SymbolError
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "cache_file_name",
     "find_isf_files",
     "json_loads",
+    "map_cache_file",
     "normalize_banner",
     "open_isf_bytes",
     "prune_old_formats",
@@ -82,11 +85,7 @@ def repo_symbol_dir() -> Path:
 
 def cache_dir() -> Path:
     """Directory of the ISF cache (see the module docstring)."""
-    root = os.environ.get("OVM_CACHE_DIR")
-    if root:
-        return Path(root) / "isf"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "ovm-offline" / "isf"
+    return Path(cache_root()) / "isf"
 
 
 def banner_text(banner: bytes) -> str:
@@ -381,10 +380,17 @@ def build_cache_blob(isf: dict[str, Any], sha256: str, source_name: str) -> byte
     return b"".join([_MAGIC, struct.pack("<I", len(header)), header, *blobs])
 
 
-class CacheReader:
-    """Lazy access to one cache file held in memory (a few MB compressed)."""
+def map_cache_file(path: Path) -> mmap.mmap:
+    """A cache file mapped read-only: a dump decodes ~140 of its buckets, and reading all of its
+    6-8 MB took 5 ms. Cache files are replaced by rename, never rewritten in place."""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
-    def __init__(self, blob: bytes, sha256: str) -> None:
+
+class CacheReader:
+    """Lazy access to one cache file, in memory or mapped (a few MB compressed)."""
+
+    def __init__(self, blob: bytes | mmap.mmap, sha256: str) -> None:
         if blob[:8] != _MAGIC:
             raise ValueError("bad magic")
         (hlen,) = struct.unpack_from("<I", blob, 8)
