@@ -81,7 +81,7 @@ def main() -> None:
             pid = rec.manifest["root_pid"]  # Volatility's
             out = tmp / f"{name}-images"
             for source in args.sources.split(","):
-                cmd = [sys.executable, "-m", "ovm_offline.cli", "dump", str(source_of(rec, source))]
+                cmd = [sys.executable, "-m", "ovm_offline", "dump", str(source_of(rec, source))]
                 cmd += [*dump_target(rec), "-D", str(out), "-q"]
                 shutil.rmtree(out, ignore_errors=True)
                 timed(cmd)  # warm the symbol cache and the page cache of the dump

@@ -29,7 +29,7 @@ from corpus.recorder import record  # noqa: E402
 
 
 def run_once(tree: Path, args: list[str]) -> float:
-    """Wall seconds of `python -m ovm_offline.cli ARGS` with the code of `tree`."""
+    """Wall seconds of `python -m ovm_offline ARGS` (what the `ovm-offline` script runs) with the code of `tree`."""
     # as an installed copy runs: with its modules' bytecode cached (this machine sets
     # PYTHONDONTWRITEBYTECODE, which makes every run compile ~200 modules, 0.1 s)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -40,7 +40,7 @@ def run_once(tree: Path, args: list[str]) -> float:
         del env["OVM_CACHE_DIR"]
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "ovm_offline.cli", *args], cwd=tree, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "ovm_offline", *args], cwd=tree, env=env, capture_output=True, text=True
     )
     elapsed = time.monotonic() - start
     if proc.returncode != 0:

@@ -6,6 +6,11 @@ try:
     import os
     import signal
     import sys
+
+    from .dataclass_code import install as install_dataclass_code
+
+    # before the CLI defines its dataclasses: their methods' compiled code from the user cache
+    install_dataclass_code()
 except KeyboardInterrupt:
     # Ctrl-C while `signal` itself loads (its enums take milliseconds): nothing is open yet
     import sys
@@ -50,7 +55,11 @@ def main() -> None:
         sys.stderr.write(code + "\n")
         code = 1
     # A signal caught just before it was ignored may still be pending in the interpreter, to
-    # be raised during its shutdown: end here, the output flushed, without one.
+    # be raised during its shutdown: end here, the output flushed, without one. (Skipping the
+    # shutdown also saves freeing every object: 25 ms of a 0.2 s dump.) atexit is skipped too.
+    from .dataclass_code import save as save_dataclass_code
+
+    save_dataclass_code()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -25,7 +25,7 @@ import sys
 from types import CodeType
 from typing import Any
 
-__all__ = ["cache_file", "cache_root", "install"]
+__all__ = ["cache_file", "cache_root", "install", "save"]
 
 #: at most this many entries are kept (ours need ~320): an unbounded file would only grow with
 #: other programs' classes defined after ours in the same process
@@ -105,3 +105,11 @@ def install() -> None:
     methods = _CompiledMethods(cache_file())
     dataclasses.exec = methods  # type: ignore[attr-defined]
     atexit.register(methods.save)
+
+
+def save() -> None:
+    """Write what this run compiled now: for an exit that skips ``atexit`` (the CLI's)."""
+    methods = getattr(dataclasses, "exec", None)
+    if isinstance(methods, _CompiledMethods):
+        methods.save()
+        methods.added = False
