@@ -6,12 +6,14 @@ Two files of --mib MiB with the same contents stand for the guest's memory file 
 streamed snapshot. The check (`ramcheck.GuestRamPair.stale_pages`: the memory file hashed
 against the snapshot's chunk hashes, which a thread computed first) and the baseline (memcmp
 of the two whole, 1 MiB at a time, on as many threads) run in turn; best and median of
---repeat, and the check's time as a ratio of the baseline's.
+--repeat, and the check's time as a ratio of the baseline's. A third row is the floor: one
+plain read of the memory file (memchr for a byte it lacks, split over as many threads).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import tempfile
@@ -38,6 +40,23 @@ def _memcmp_both(pair: ramcheck.GuestRamPair, workers: int) -> None:
         t.join()
 
 
+def _read_once(pair: ramcheck.GuestRamPair, workers: int) -> None:
+    memchr = ctypes.CDLL(None).memchr
+    memchr.argtypes, memchr.restype = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t), ctypes.c_void_p
+    part = pair.size // workers
+
+    def run(i: int) -> None:
+        if memchr(pair.live_base + i * part, 0, part):  # ctypes lets go of the GIL meanwhile
+            raise SystemExit("the memory file has a zero byte: memchr did not read it all")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, workers)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=1280, help="guest RAM (1280: a 1 GiB memhog's guest less 512)")
@@ -45,10 +64,10 @@ def main() -> None:
     ap.add_argument("--dir", default="/dev/shm")
     args = ap.parse_args()
     size, workers = args.mib << 20, min(precopy.CHECK_THREADS, os.cpu_count() or 1)
-    times: dict[str, list[float]] = {"memcmp of both": [], "check at the stop": []}
+    times: dict[str, list[float]] = {"memcmp of both": [], "check at the stop": [], "one read (floor)": []}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         live, snap = Path(tmp) / "memory-file", Path(tmp) / "guest-ram"
-        block = os.urandom(1 << 20)
+        block = bytes(b % 255 + 1 for b in os.urandom(1 << 20))  # no zero byte: see _read_once
         with open(live, "wb") as f:
             for _ in range(args.mib):
                 f.write(block)
@@ -71,6 +90,9 @@ def main() -> None:
                 if pair.stale_pages(workers):
                     raise SystemExit("the check found pages that differ in equal files")
                 times["check at the stop"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                _read_once(pair, workers)
+                times["one read (floor)"].append(time.perf_counter() - t)
         finally:
             pair.close()
             os.close(snap_fd)
