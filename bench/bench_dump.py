@@ -105,7 +105,7 @@ def main() -> None:
                     p.unlink(missing_ok=True)
                 dump_s, cp_s = min(dump_runs), min(cp_runs)
                 print(
-                    f"{name:<12} {source:<6} {size / 2**20:>9.1f} {dump_s:>7.2f} {cp_s:>6.2f}"
+                    f"{name:<12} {source:<6} {size / 2**20:>9.1f} {dump_s:>7.3f} {cp_s:>6.3f}"
                     f" {dump_s / max(cp_s, 1e-3):>8.1f} {rss / 1024:>12.1f}",
                     flush=True,
                 )

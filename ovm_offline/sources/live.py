@@ -126,7 +126,7 @@ def guess_memdev(ranges: list[FlatRange], file_size: int) -> str | None:
 # search for the name, not the zero note type before it: a pattern starting with a rare byte
 # lets find() skip through memory (a leading NUL matches everywhere in zeroed RAM)
 _VMCOREINFO_NAME = b"VMCOREINFO\x00\x00"
-_SCAN_WINDOW = 64 << 20
+_SCAN_WINDOW = 16 << 20  # read, then let go of: the peak RSS of a live dump is ~40 MiB plus this
 _PAGE = 4096
 _NAME_WORD = int.from_bytes(_VMCOREINFO_NAME[:4], "little")
 _MAX_VMCOREINFO = 1 << 16
