@@ -554,3 +554,92 @@ def test_a_page_that_inflates_to_megabytes_is_refused_by_its_size(tmp_path, work
         address = (BATCH_PAGES + 7) * PAGE_SIZE
         with pytest.raises(SourceError, match=f"page at guest-physical {address:#x}: page decodes to {4 << 20} bytes"):
             src.copy_to(0, count * PAGE_SIZE, io.BytesIO())
+
+
+# ==== batches stored raw, written from the file ===================================================
+def _raw_spec(count: int) -> tuple[int, dict[int, bool], dict[int, bytes]]:
+    """memhog's shape: incompressible pages (QEMU stores them raw), every 16th a zero page (all
+    pointed at QEMU's one raw zero page), and in the last batch pages zlib does shrink."""
+    rnd = random.Random(7)
+    pages = {p: rnd.randbytes(PAGE_SIZE) for p in range(count)}
+    pages.update({p: bytes(PAGE_SIZE) for p in range(15, count, 16)})
+    pages.update({p: bytes([p % 251]) * PAGE_SIZE for p in range(count - BATCH_PAGES + 3, count, 5)})
+    return count, {p: True for p in range(count)}, pages
+
+
+@pytest.mark.parametrize(("flattened", "max_record"), [(False, None), (True, None), (True, 4 * PAGE_SIZE), (True, 512)])
+def test_a_batch_stored_raw_is_written_from_the_file_byte_for_byte(tmp_path, flattened, max_record):
+    """QEMU's flattened records hold 4 pages: a raw batch is written as its records' bytes."""
+    count = 3 * BATCH_PAGES
+    spec = _raw_spec(count)
+    build_kdump(tmp_path / "dump", spec, "zlib", flattened, max_record)
+    whole = b"".join(spec[2][p] for p in range(count))
+    with KdumpSource(tmp_path / "dump") as src:
+        kinds = [type(src.image.batch(start, BATCH_PAGES, True)[0][1]) for start in range(0, count, BATCH_PAGES)]
+        # records of 512 bytes: more than MAX_PIECES per batch, decoded page by page instead
+        raw_kind = bytes if max_record == 512 else kdump_module.StoredRaw
+        assert kinds == [raw_kind, raw_kind, bytes]
+        assert src.image.batch(0, BATCH_PAGES)[0][1] != kdump_module.StoredRaw  # only when asked
+        for lo, hi in [(0, count * PAGE_SIZE), (5 * PAGE_SIZE + 100, 2 * BATCH_PAGES * PAGE_SIZE + 7)]:
+            with open(tmp_path / "out", "wb") as out:  # a file: writev
+                out.write(b"head")
+                src.copy_to(lo, hi - lo, out)
+                out.write(b"tail")
+            assert (tmp_path / "out").read_bytes() == b"head" + whole[lo:hi] + b"tail"
+            sink = io.BytesIO()  # no descriptor: the views written one by one
+            src.copy_to(lo, hi - lo, sink)
+            assert sink.getvalue() == whole[lo:hi]
+            assert src.read(lo, hi - lo) == whole[lo:hi]
+
+
+def test_a_raw_batch_with_bytes_no_record_holds_is_decoded_page_by_page(tmp_path):
+    """A flattened dump missing a record inside a raw batch: those bytes read as zeros, as
+    makedumpfile -R leaves them, the same through both paths."""
+    count = 2 * BATCH_PAGES
+    spec = _raw_spec(count)
+    build_kdump(tmp_path / "dump", spec, "zlib", flattened=True, max_record=4 * PAGE_SIZE)
+    with KdumpSource(tmp_path / "dump") as src:
+        first = src.image._stored_raw(list(PAGE_DESC.iter_unpack(src.image._desc_bytes(0, BATCH_PAGES))))
+        assert first is not None
+        victim = first.pieces[3][0]  # a record's data inside the batch: drop the record
+    raw = (tmp_path / "dump").read_bytes()
+    header_at = victim - 16
+    start, size = struct.unpack(">qq", raw[header_at:victim])
+    damaged = raw[:header_at] + raw[victim + size :]
+    (tmp_path / "dump").write_bytes(damaged)
+    with KdumpSource(tmp_path / "dump") as src:
+        assert not isinstance(src.image.batch(0, BATCH_PAGES, True)[0][1], kdump_module.StoredRaw)
+        out = io.BytesIO()
+        src.copy_to(0, count * PAGE_SIZE, out)
+        got = out.getvalue()
+        assert got == src.read(0, count * PAGE_SIZE)
+        expected = b"".join(spec[2][p] for p in range(count))
+        assert got != expected and got.count(bytes(size)) and len(got) == len(expected)  # the gap: zeros
+
+
+def test_container_pieces_of_the_flattened_layout():
+    records = [(0, 100), (100, 50), (200, 10)]  # a gap from 150 to 200
+    stream = io.BytesIO()
+    sink = FlatSink(stream)
+    for start, size in records:
+        sink.write_at(start, bytes(size))
+    sink.finish(210)
+    layout = FlattenedLayout(BytesReader(stream.getvalue()))
+    first = FLAT_HEADER_SIZE + 16
+    assert layout.container_pieces(10, 120) == [(first + 10, 90), (first + 100 + 16, 30)]
+    assert layout.container_pieces(140, 20) is None  # into the gap
+    assert layout.container_pieces(205, 10) is None  # beyond the end
+    assert layout.container_pieces(-1, 5) is None
+    assert layout.container_pieces(200, 10) == [(first + 100 + 16 + 50 + 16, 10)]
+
+
+def test_a_short_writev_writes_the_rest(tmp_path, monkeypatch):
+    from ovm_offline.sources import _files
+
+    real = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, views: real(fd, [bytes(views[0])[:3]]))
+    views = [memoryview(b"abcdef"), memoryview(b"ghij")]
+    with open(tmp_path / "out", "wb") as out:
+        _files.write_views(out, views)
+        out.write(b"!")
+    assert (tmp_path / "out").read_bytes() == b"abcdefghij!"

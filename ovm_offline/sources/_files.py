@@ -154,6 +154,21 @@ class MappedFile:
             assert self.mm is not None
             bulk_copy(out, self._fd, self.mm, offset, length)
 
+    def write_pieces(self, pieces: list[tuple[int, int]], out: BinaryIO) -> None:
+        """Write the file's bytes at `pieces` ((offset, size), in order) to `out` in one go: a
+        writev of slices of the mapping (the kernel copies from the page cache once)."""
+        for offset, length in pieces:
+            if offset < 0 or length < 0 or offset + length > self.size:
+                raise fail(self.name, f"range {offset:#x}+{length:#x} is beyond the end of the file; truncated?")
+        assert self.mm is not None
+        with memoryview(self.mm) as view:
+            slices = [view[offset : offset + length] for offset, length in pieces]
+            try:
+                write_views(out, slices)
+            finally:
+                for piece in slices:
+                    piece.release()
+
     def close(self) -> None:
         if self.mm is not None:
             try:
@@ -195,6 +210,28 @@ def bulk_copy(out: BinaryIO, fd: int, mm: mmap.mmap, offset: int, length: int) -
             out.write(view[offset : offset + size])
             offset += size
             length -= size
+
+
+def write_views(out: BinaryIO, views: list[memoryview]) -> None:
+    """Write `views` to `out` one after another: writev when `out` has a descriptor."""
+    fd = _out_fileno(out)
+    if fd is None:
+        for piece in views:
+            out.write(piece)
+        return
+    out.flush()  # buffered bytes must land first
+    for start in range(0, len(views), _IOV_MAX):
+        group = views[start : start + _IOV_MAX]
+        done = os.writev(fd, group)
+        if done < sum(map(len, group)):  # a short write: the rest as plain writes
+            rest = memoryview(b"".join(group))[done:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+    _resync_position(out)
+
+
+#: iovecs per writev (Linux's IOV_MAX)
+_IOV_MAX = 1024
 
 
 def _is_regular_file(fd: int) -> bool:

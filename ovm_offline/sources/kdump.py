@@ -18,7 +18,7 @@ import os
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from ._files import ByteReader, MappedFile, fail, release_resident, write_zeros
 from .base import PhysicalRun, VcpuState
@@ -29,6 +29,7 @@ from .kdump_format import (
     DUMP_DH_COMPRESSED_ZLIB,
     MAX_NOTE_BYTES,
     MAX_PFNS,
+    MAX_PIECES,
     MAX_RUNS,
     PAGE_DESC,
     PAGE_SIZE,
@@ -46,7 +47,7 @@ from .kdump_format import (
 from .notes import ParsedNotes, parse_notes, parse_vmcoreinfo
 from .ordered import cores, ordered_map
 
-__all__ = ["KdumpImage", "KdumpSource", "ZERO_PAGE"]
+__all__ = ["KdumpImage", "KdumpSource", "StoredRaw", "ZERO_PAGE"]
 
 
 #: pages decoded per batch in bulk reads (1 MiB decoded, descriptor table slices of 6 KiB)
@@ -71,6 +72,19 @@ MAX_ZERO_KEYS = 64
 INFLATE_AT_ONCE = 8
 #: how far apart a batch's stored pages may lie and still be read in one piece
 BATCH_SLACK = 64 * PAGE_SIZE
+
+
+class StoredRaw(NamedTuple):
+    """A batch whose pages are all stored uncompressed (QEMU stores a page raw when zlib does
+    not shrink it, as it does memhog's, and points zero pages at one raw zero page): its bytes
+    are the container file's at `pieces` ((offset, size), in order), written from the page
+    cache in one writev, never decoded or joined in Python."""
+
+    pieces: tuple[tuple[int, int], ...]
+
+
+#: a stretch of a batch: (pages, their bytes | StoredRaw | None for zeros)
+Piece = tuple[int, "bytes | StoredRaw | None"]
 
 
 # ==== the dump ====================================================================================
@@ -201,10 +215,11 @@ class KdumpImage:
             self._cache.popitem(last=False)
         return data
 
-    def batch(self, pfn: int, n: int) -> list[tuple[int, bytes | None]]:
+    def batch(self, pfn: int, n: int, raw_as_stored: bool = False) -> list[Piece]:
         """Pages [pfn, pfn+n) (n <= BATCH_PAGES) decoded: (pages, bytes) pieces in order, None
-        for a stretch of at least ZERO_STRETCH_PAGES zero pages. SourceError for a page that is
-        not in the dump or does not decode. Changes nothing but a small set of keys known to
+        for a stretch of at least ZERO_STRETCH_PAGES zero pages; with `raw_as_stored`, one
+        StoredRaw for a batch stored uncompressed whole. SourceError for a page that is not in
+        the dump or does not decode. Changes nothing but a small set of keys known to
         decode to zeros, so threads may run it at once."""
         if pfn < 0 or not 0 < n <= BATCH_PAGES or pfn + n > self.nbits:
             raise fail(self.where, f"guest-physical range {pfn * PAGE_SIZE:#x}+{n * PAGE_SIZE:#x} is not in the dump")
@@ -217,6 +232,8 @@ class KdumpImage:
             return [(n, None)]
         # plain tuples (offset, size, flags, page_flags): no per-page object construction
         descs = list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count())))
+        if raw_as_stored and dumped == (1 << n) - 1 and (whole := self._stored_raw(descs)) is not None:
+            return [(n, whole)]
         where = [i for i, bit in enumerate(reversed(f"{dumped:b}")) if bit == "1"]
         todo = [(i, (o, s, f)) for i, (o, s, f, _) in zip(where, descs) if (o, s, f) not in self._zero_keys]
         stored = self._stored_pages(pfn, [key for _, key in todo])
@@ -230,6 +247,26 @@ class KdumpImage:
                 continue
             filled.append((i, page))
         return _pieces(n, filled)
+
+    def _stored_raw(self, descs: list[tuple[int, int, int, int]]) -> StoredRaw | None:
+        """The pages of `descs` as a StoredRaw if every one is stored uncompressed and in the file."""
+        if any(size != PAGE_SIZE or flags & COMPRESSION_MASK for _, size, flags, _ in descs):
+            return None
+        spans: list[list[int]] = []  # [logical offset, size]: pages stored one after another joined
+        for offset, _, _, _ in descs:
+            if spans and spans[-1][0] + spans[-1][1] == offset:
+                spans[-1][1] += PAGE_SIZE
+            else:
+                spans.append([offset, PAGE_SIZE])
+        pieces: list[tuple[int, int]] = []
+        for offset, size in spans:
+            where = self.layout.container_pieces(offset, size)
+            if where is None:
+                return None  # not all in the file: decoded page by page, which names the page
+            pieces += where
+            if len(pieces) > MAX_PIECES:
+                return None  # a file of tiny records: read as any other
+        return StoredRaw(tuple(pieces))
 
     def _stored_pages(self, pfn: int, keys: list[tuple[int, int, int]]) -> list[bytes | memoryview]:
         """The stored bytes of pages (offset, size, flags): sliced from one read of the stretch
@@ -288,7 +325,7 @@ class KdumpImage:
         except ValueError as exc:
             raise fail(self.where, f"page at guest-physical {pfn * PAGE_SIZE:#x}: {exc}") from None
 
-    def batches(self, pfn: int, count: int) -> Iterator[list[tuple[int, bytes | None]]]:
+    def batches(self, pfn: int, count: int, raw_as_stored: bool = False) -> Iterator[list[Piece]]:
         """batch() of pages [pfn, pfn+count) BATCH_PAGES at a time, in order, decoded on all
         cores when there are several batches and this image's reader maps its file."""
         if pfn < 0 or count < 0 or pfn + count > self.nbits:
@@ -298,8 +335,8 @@ class KdumpImage:
         starts = range(pfn, pfn + count, BATCH_PAGES)
         end = pfn + count
 
-        def one(start: int) -> list[tuple[int, bytes | None]]:
-            return self.batch(start, min(BATCH_PAGES, end - start))
+        def one(start: int) -> list[Piece]:
+            return self.batch(start, min(BATCH_PAGES, end - start), raw_as_stored)
 
         workers = min(cores(), MAX_DECODE_THREADS) if isinstance(self.reader, MappedFile) else 1
         done = ordered_map(one, starts, workers, workers + 1) if workers > 1 and len(starts) > 1 else map(one, starts)
@@ -322,6 +359,7 @@ class KdumpImage:
             buf = bytearray()
             for pieces in self.batches(first, last - first + 1):
                 for pages, piece in pieces:
+                    assert not isinstance(piece, StoredRaw)
                     buf += piece if piece is not None else bytes(pages * PAGE_SIZE)
             data = bytes(buf)
         skip = paddr - first * PAGE_SIZE
@@ -338,13 +376,18 @@ class KdumpImage:
         first, last = paddr // PAGE_SIZE, (paddr + length - 1) // PAGE_SIZE
         skip = paddr - first * PAGE_SIZE  # an unaligned start: drop the bytes before paddr
         remaining = length
-        for pieces in self.batches(first, last - first + 1):
+        # batches stored raw are written straight from the mapped file (not as holes: sparse wants them seen)
+        raw_as_stored = not sparse and isinstance(self.reader, MappedFile)
+        for pieces in self.batches(first, last - first + 1, raw_as_stored):
             for pages, piece in pieces:
                 size = min(pages * PAGE_SIZE - skip, remaining)
                 if size <= 0:
                     skip -= pages * PAGE_SIZE
                     continue
-                if piece is not None:
+                if isinstance(piece, StoredRaw):
+                    assert isinstance(self.reader, MappedFile)
+                    self.reader.write_pieces(_clipped(piece.pieces, skip, size), out)
+                elif piece is not None:
                     out.write(piece[skip : skip + size])
                 elif sparse:
                     out.seek(size, os.SEEK_CUR)
@@ -354,13 +397,28 @@ class KdumpImage:
                 remaining -= size
 
 
-def _pieces(n: int, filled: list[tuple[int, bytes | memoryview]]) -> list[tuple[int, bytes | None]]:
+def _clipped(pieces: tuple[tuple[int, int], ...], skip: int, size: int) -> list[tuple[int, int]]:
+    """`size` bytes of the (offset, size) `pieces` after their first `skip` bytes."""
+    clipped = []
+    for offset, length in pieces:
+        if skip >= length:
+            skip -= length
+            continue
+        take = min(length - skip, size)
+        clipped.append((offset + skip, take))
+        skip, size = 0, size - take
+        if not size:
+            break
+    return clipped
+
+
+def _pieces(n: int, filled: list[tuple[int, bytes | memoryview]]) -> list[Piece]:
     """A batch of n pages, those at `filled` (index, bytes; ascending) not zero, as pieces:
     zero stretches of ZERO_STRETCH_PAGES or more are None, everything else joined bytes (the
     cost follows the pages that hold data, not the batch's size)."""
     if not filled:
         return [(n, None)]
-    pieces: list[tuple[int, bytes | None]] = []
+    pieces: list[Piece] = []
     begin = filled[0][0] if filled[0][0] >= ZERO_STRETCH_PAGES else 0  # the data piece being gathered
     if begin:
         pieces.append((begin, None))

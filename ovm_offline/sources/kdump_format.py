@@ -91,6 +91,11 @@ MAX_RUNS = 1 << 20
 RANK_BLOCK_BYTES = 64
 
 
+#: records a batch's stored bytes may span and still be written as pieces (QEMU's records hold
+#: 4 pages: 64-128 per batch); a file of tiny records goes the way of its other bytes
+MAX_PIECES = 1024
+
+
 # ==== logical file =================================================================================
 class PlainLayout:
     """The logical file is the container itself."""
@@ -104,6 +109,11 @@ class PlainLayout:
 
     def pread(self, offset: int, length: int) -> bytes:
         return self.reader.pread(offset, length)
+
+    def container_pieces(self, offset: int, length: int) -> list[tuple[int, int]] | None:
+        """(container offset, size) of logical bytes [offset, offset+length), None if any is
+        not stored in the file."""
+        return [(offset, length)] if 0 <= offset and 0 <= length and offset + length <= self.size else None
 
 
 class FlattenedLayout:
@@ -127,6 +137,24 @@ class FlattenedLayout:
     def records(self) -> Iterator[tuple[int, int, int]]:
         """(logical offset, size, container offset) of every record, by logical offset."""
         return zip(self._starts, self._sizes, self._offsets)
+
+    def container_pieces(self, offset: int, length: int) -> list[tuple[int, int]] | None:
+        """(container offset, size) of logical bytes [offset, offset+length), record by record;
+        None if a gap (bytes no record stores) lies among them, or more than MAX_PIECES records."""
+        if offset < 0 or length < 0:
+            return None
+        pieces: list[tuple[int, int]] = []
+        i, end = bisect.bisect_right(self._starts, offset) - 1, offset + length
+        while offset < end:
+            if i < 0 or i >= len(self._starts) or not self._starts[i] <= offset < self._starts[i] + self._sizes[i]:
+                return None  # a gap (or the end): the stored bytes stop here
+            if len(pieces) == MAX_PIECES:
+                return None
+            take = min(end, self._starts[i] + self._sizes[i]) - offset
+            pieces.append((self._offsets[i] + offset - self._starts[i], take))
+            offset += take
+            i += 1
+        return pieces
 
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
