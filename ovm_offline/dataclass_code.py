@@ -27,7 +27,7 @@ from typing import Any
 
 __all__ = ["cache_file", "cache_root", "install", "save"]
 
-#: at most this many entries are kept (ours need ~320): an unbounded file would only grow with
+#: at most this many entries are kept (ours need ~400 for all commands): an unbounded file would grow with
 #: other programs' classes defined after ours in the same process
 MAX_ENTRIES = 2000
 
