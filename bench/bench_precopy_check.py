@@ -19,10 +19,21 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ovm_offline.sources import precopy, ramcheck  # noqa: E402
+
+
+def _on_threads(run: Callable[[int], None], workers: int) -> None:
+    """run(0) .. run(workers - 1) at once, run(0) on this thread."""
+    threads = [threading.Thread(target=run, args=(part,)) for part in range(1, workers)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
 
 
 def _memcmp_both(pair: ramcheck.GuestRamPair, workers: int) -> None:
@@ -32,12 +43,7 @@ def _memcmp_both(pair: ramcheck.GuestRamPair, workers: int) -> None:
         for start in chunks[part::workers]:
             pair.memcmp(pair.live_base + start, pair.snap_base + start, min(1 << 20, pair.size - start))
 
-    threads = [threading.Thread(target=run, args=(part,)) for part in range(1, workers)]
-    for t in threads:
-        t.start()
-    run(0)
-    for t in threads:
-        t.join()
+    _on_threads(run, workers)
 
 
 def _read_once(pair: ramcheck.GuestRamPair, workers: int) -> None:
@@ -49,12 +55,7 @@ def _read_once(pair: ramcheck.GuestRamPair, workers: int) -> None:
         if memchr(pair.live_base + i * part, 0, part):  # ctypes lets go of the GIL meanwhile
             raise SystemExit("the memory file has a zero byte: memchr did not read it all")
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, workers)]
-    for t in threads:
-        t.start()
-    run(0)
-    for t in threads:
-        t.join()
+    _on_threads(run, workers)
 
 
 def main() -> None:
