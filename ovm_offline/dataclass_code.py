@@ -52,6 +52,7 @@ class _CompiledMethods:
     def __init__(self, path: str) -> None:
         self.path = path
         self.codes = _load(path)
+        self.used: set[str] = set()
         self.added = False
 
     def __call__(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
@@ -61,11 +62,21 @@ class _CompiledMethods:
                 # dont_inherit: compiled as dataclasses' own exec would, without this module's
                 # ``from __future__ import annotations``
                 code = compile(source, "<string>", "exec", dont_inherit=True)
-                if len(self.codes) < MAX_ENTRIES:
-                    self.codes[source] = code
-                    self.added = True
+                self._keep(source, code)
+            self.used.add(source)
             source = code
         builtins.exec(source, globals, locals)
+
+    def _keep(self, source: str, code: CodeType) -> None:
+        if len(self.codes) >= MAX_ENTRIES:
+            # full: an entry this run has not used (an older version's class) makes room, or a
+            # cache filled by past upgrades would never take this version's classes
+            stale = next((text for text in self.codes if text not in self.used), None)
+            if stale is None:
+                return
+            del self.codes[stale]
+        self.codes[source] = code
+        self.added = True
 
     def save(self) -> None:
         """Write the cache if this run compiled something new (atomically: runs may race)."""

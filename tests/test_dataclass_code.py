@@ -114,3 +114,18 @@ def test_the_cache_is_bounded(tmp_path, monkeypatch):
         cached_exec(f"def f{i}(): return {i}", namespace, namespace)
     assert len(cached_exec.codes) == 3
     assert namespace["f9"]() == 9  # type: ignore[operator]  # past the bound: compiled, not kept
+
+
+def test_a_full_cache_makes_room_for_this_runs_classes(tmp_path, monkeypatch):
+    """Entries of classes no run defines any more (an older version's) give way to new ones."""
+    monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 3)
+    path = tmp_path / "code.marshal"
+    stale = {f"def old{i}(): return {i}": compile(f"def old{i}(): return {i}", "<string>", "exec") for i in range(3)}
+    path.write_bytes(marshal.dumps(stale))
+    cached_exec = dataclass_code._CompiledMethods(str(path))
+    namespace: dict[str, object] = {}
+    cached_exec("def old0(): return 0", namespace, namespace)  # used this run: kept
+    cached_exec("def new(): return 'new'", namespace, namespace)
+    cached_exec.save()
+    kept = marshal.loads(path.read_bytes())
+    assert len(kept) == 3 and "def new(): return 'new'" in kept and "def old0(): return 0" in kept
