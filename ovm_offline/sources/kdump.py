@@ -376,7 +376,8 @@ class KdumpImage:
         first, last = paddr // PAGE_SIZE, (paddr + length - 1) // PAGE_SIZE
         skip = paddr - first * PAGE_SIZE  # an unaligned start: drop the bytes before paddr
         remaining = length
-        # batches stored raw are written straight from the mapped file (not as holes: sparse wants them seen)
+        # batches stored raw go straight from the mapped file; a sparse copy decodes them, to find
+        # the zero pages it leaves as holes
         raw_as_stored = not sparse and isinstance(self.reader, MappedFile)
         for pieces in self.batches(first, last - first + 1, raw_as_stored):
             for pages, piece in pieces:
