@@ -388,6 +388,7 @@ MEMBER_TABLE_OF_FORMAT = {
     12: "ba774885370561d7",
     13: "04798872deb7dc01",
     14: "db298de6b8e2d404",
+    15: "db298de6b8e2d404",
 }
 
 
