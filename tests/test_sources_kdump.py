@@ -147,6 +147,22 @@ def test_bitmap_rank_and_runs(data, draw):
     assert bitmap.bits(start, count) == sum(b << k for k, b in enumerate(bits[start : start + count]))
 
 
+_stretch = st.one_of(
+    st.integers(1, 40).map(lambda n: b"\x00" * n),
+    st.integers(1, 40).map(lambda n: b"\xff" * n),
+    st.binary(min_size=1, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_stretch, min_size=1, max_size=30).map(b"".join), st.data())
+def test_bitmap_runs_over_stretches_of_whole_bytes(data, draw):
+    # runs() takes 0x00 and 0xff stretches whole and mixed bytes bit by bit: every way they meet
+    nbits = draw.draw(st.integers(1, len(data) * 8))
+    bits = [(data[i >> 3] >> (i & 7)) & 1 for i in range(nbits)]
+    assert list(Bitmap(data, nbits).runs()) == naive_runs(bits)
+
+
 def test_bitmap_runs_cross_scan_chunks():
     # runs() scans 1 MiB of bitmap at a time: a run over the boundary must come out whole
     nbits = 2 * 8 * (1 << 20) + 100
