@@ -363,7 +363,7 @@ def snapshot_source(mode: str, directory: str, qmp: str, mem: str, quiet: bool):
         if not quiet:
             click.echo(report.line(), err=True)
         with sources.open_source(snapshot) as opened:
-            opened.guest_runs_on = report.paused_seconds is not None  # it was running before
+            opened.guest_runs_on = report.was_running
             yield opened
 
 

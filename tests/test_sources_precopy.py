@@ -276,3 +276,25 @@ def test_the_check_at_the_stop_finds_every_page_the_stream_left_stale(tmp_path):
     finally:
         pair.close()
         os.close(snap_fd)
+
+
+def test_a_report_says_how_long_the_guest_was_stopped_or_that_qemu_did_not_say():
+    from ovm_offline.sources.background import BackgroundReport
+    from ovm_offline.sources.migration import RamStream
+    from ovm_offline.sources.precopy import PrecopyReport
+
+    def precopy(was_running: bool, paused: float | None) -> str:
+        return PrecopyReport(was_running, paused, 3, 2, RamStream("ram0", pages=10), 1.5).line()
+
+    assert precopy(True, 0.0421).startswith("pre-copy: guest paused for 42 ms (QEMU downtime 3 ms) after 2 rounds")
+    assert precopy(False, None).startswith("pre-copy: guest was paused already (QEMU downtime")
+    # events lost: neither "0 ms" nor "was paused already" (which would stop the CLI's retries)
+    assert precopy(True, None).startswith("pre-copy: guest paused for a time QEMU did not report (")
+    background = BackgroundReport(None, 3, RamStream("ram0", pages=10), 1.5)
+    assert background.was_running
+    assert background.line().startswith("background snapshot: guest paused for a time QEMU did not report (")
+    assert (
+        BackgroundReport(0.0125, 3, RamStream("ram0"), 1.5)
+        .line()
+        .startswith("background snapshot: guest paused for 12 ms (QEMU downtime 3 ms), then 0 pages")
+    )

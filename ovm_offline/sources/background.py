@@ -30,7 +30,7 @@ from ..errors import SourceError
 from ._files import fail
 from .live import QMP_TIMEOUT, RECORDED_REGISTERS
 from .migration import PAGE_SIZE, RamStream
-from .precopy import STREAM_BANDWIDTH, _Precopy
+from .precopy import STREAM_BANDWIDTH, _Precopy, pause_words
 
 __all__ = ["BackgroundReport", "background_snapshot"]
 
@@ -40,17 +40,19 @@ CAPABILITY = "background-snapshot"
 @dataclasses.dataclass
 class BackgroundReport:
     """How a background snapshot went: how long the guest was stopped (our STOP to QEMU's
-    RESUME event), QEMU's own downtime figure (device state and protecting RAM), what the stream
-    carried, and the whole time."""
+    RESUME event; None if not measured), QEMU's own downtime figure (device state and protecting
+    RAM), what the stream carried, and the whole time. The guest always ran before: a paused
+    one is refused."""
 
-    paused_seconds: float
+    paused_seconds: float | None
     downtime_ms: int
     ram: RamStream
     seconds: float
+    was_running = True  # not a field: a guest paused before is refused
 
     def line(self) -> str:
         return (
-            f"background snapshot: guest paused for {self.paused_seconds * 1000:.0f} ms (QEMU downtime"
+            f"background snapshot: guest {pause_words(self.was_running, self.paused_seconds)} (QEMU downtime"
             f" {self.downtime_ms} ms), then {self.ram.pages} pages streamed in {self.seconds:.2f} s while it ran"
         )
 
@@ -80,7 +82,7 @@ def background_snapshot(
     ram = run.finished_stream()
     (run.directory / RECORDED_REGISTERS).write_text(registers)
     return BackgroundReport(
-        paused_seconds=paused or 0.0,
+        paused_seconds=paused,
         downtime_ms=int(run.info.get("downtime", 0)),
         ram=ram,
         seconds=time.monotonic() - run.started,

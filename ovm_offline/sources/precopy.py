@@ -44,7 +44,7 @@ from .live import (
 from .migration import MAX_BLOCK_BYTES, PAGE_SIZE, RamStream, WrittenChunks, read_ram_stream
 from .ramcheck import GuestRamPair, xxh3_with_seed
 
-__all__ = ["PrecopyReport", "precopy_snapshot"]
+__all__ = ["PrecopyReport", "pause_words", "precopy_snapshot"]
 
 #: migration capabilities that change the stream's pages into what migration.py does not read
 UNREAD_CAPABILITIES = ("xbzrle", "compress", "multifd", "postcopy-ram", "x-ignore-shared", "rdma-pin-all")
@@ -65,12 +65,22 @@ MIGRATION_RUNNING = ("setup", "active", "pre-switchover", "device", "cancelling"
 CANCEL_SECONDS = 10.0
 
 
+def pause_words(was_running: bool, paused_seconds: float | None) -> str:
+    """How long a snapshot stopped the guest, in a report's words."""
+    if not was_running:
+        return "was paused already"
+    if paused_seconds is None:  # QEMU's STOP or RESUME event did not come
+        return "paused for a time QEMU did not report"
+    return f"paused for {paused_seconds * 1000:.0f} ms"
+
+
 @dataclasses.dataclass
 class PrecopyReport:
-    """How a pre-copy snapshot went: how long the guest was stopped (QEMU's STOP to RESUME
-    events; None if it was paused before we began, then we leave it paused), QEMU's own
+    """How a pre-copy snapshot went: whether the guest ran before (if not, we leave it paused),
+    how long it was stopped (QEMU's STOP to RESUME events; None if not measured), QEMU's own
     downtime figure, its dirty-sync rounds, what the stream carried, and the whole time."""
 
+    was_running: bool
     paused_seconds: float | None
     downtime_ms: int
     rounds: int
@@ -80,13 +90,11 @@ class PrecopyReport:
     check_seconds: float = 0.0  # the check at the stop that found them: most of the pause
 
     def line(self) -> str:
-        paused = (
-            "was paused already" if self.paused_seconds is None else f"paused for {self.paused_seconds * 1000:.0f} ms"
-        )
         return (
-            f"pre-copy: guest {paused} (QEMU downtime {self.downtime_ms} ms) after {self.rounds} rounds in"
-            f" {self.seconds:.2f} s; {self.ram.pages} pages streamed, {self.ram.resent} of them re-sent;"
-            f" {self.fixed_pages} stale pages fixed at the stop by a check of {self.check_seconds * 1000:.0f} ms"
+            f"pre-copy: guest {pause_words(self.was_running, self.paused_seconds)} (QEMU downtime"
+            f" {self.downtime_ms} ms) after {self.rounds} rounds in {self.seconds:.2f} s; {self.ram.pages} pages"
+            f" streamed, {self.ram.resent} of them re-sent; {self.fixed_pages} stale pages fixed at the stop by a"
+            f" check of {self.check_seconds * 1000:.0f} ms"
         )
 
 
@@ -168,6 +176,7 @@ def precopy_snapshot(
     ram = run.finished_stream()
     (run.directory / RECORDED_REGISTERS).write_text(registers)
     return PrecopyReport(
+        was_running=run.was_running,
         paused_seconds=paused,
         downtime_ms=int(run.info.get("downtime", 0)),
         rounds=int(run.info.get("ram", {}).get("dirty-sync-count", 0)),
