@@ -134,7 +134,15 @@ def test_cache_invalidation(cache, tmp_path):
         f.write_bytes(f.read_bytes()[:100])
     assert load_isf(p).struct_type("foo").size == 24
     for f in cache.glob("*.isfc"):
-        f.write_bytes(b"")  # nothing to map
+        f.write_bytes(b"")  # nothing to read
+    assert load_isf(p).struct_type("foo").size == 24
+    for f in cache.glob("*.isfc"):
+        whole = f.read_bytes()
+        f.write_bytes(whole[:-1])  # cut inside the last bucket
+    assert load_isf(p).struct_type("foo").size == 24
+    for f in cache.glob("*.isfc"):
+        assert f.read_bytes() == whole
+        f.write_bytes(whole[:8] + (0xFFFFFFF0).to_bytes(4, "little") + whole[12:])  # an absurd header length
     assert load_isf(p).struct_type("foo").size == 24
     assert all(f.stat().st_size > 100 for f in cache.glob("*.isfc"))
 

@@ -40,6 +40,7 @@ from .isf_cache import (
     P_ENUM,
     P_SYM,
     P_TYPE,
+    CacheFile,
     CacheReader,
     DictReader,
     IsfIndex,
@@ -51,7 +52,6 @@ from .isf_cache import (
     cache_file_name,
     find_isf_files,
     json_loads,
-    map_cache_file,
     normalize_banner,
     open_isf_bytes,
     prune_old_formats,
@@ -274,7 +274,7 @@ def load_isf(path: str | os.PathLike[str], *, use_cache: bool = True, index: Isf
     if cdir is not None:
         cpath = cdir / cache_file_name(sha)
         try:
-            return SymbolTable(CacheReader(map_cache_file(cpath), sha), path)
+            return SymbolTable(CacheReader(CacheFile(cpath), sha), path)
         except (OSError, ValueError, EOFError, TypeError, KeyError, zlib.error, struct.error):
             pass  # missing or unusable: rebuild below
     isf = _parse_isf(path)
