@@ -25,20 +25,13 @@ import sys
 from types import CodeType
 from typing import Any
 
-__all__ = ["cache_file", "cache_root", "install", "save"]
+from .user_cache import atomic_write, cache_root
+
+__all__ = ["cache_file", "install", "save"]
 
 #: at most this many entries are kept (ours need ~400 for all commands): an unbounded file would grow with
 #: other programs' classes defined after ours in the same process
 MAX_ENTRIES = 2000
-
-
-def cache_root() -> str:
-    """``$OVM_CACHE_DIR``, else ``$XDG_CACHE_HOME/ovm-offline`` (``~/.cache/ovm-offline``)."""
-    root = os.environ.get("OVM_CACHE_DIR")
-    if root:
-        return root
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(xdg, "ovm-offline")
 
 
 def cache_file() -> str:
@@ -82,19 +75,7 @@ class _CompiledMethods:
         """Write the cache if this run compiled something new (atomically: runs may race)."""
         if not self.added:
             return
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "wb") as out:
-                out.write(marshal.dumps(self.codes))
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # an unwritable cache only costs the next run the compile
-        finally:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        atomic_write(self.path, marshal.dumps(self.codes))  # unwritable: the next run compiles
 
 
 def _load(path: str) -> dict[str, CodeType]:

@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ...dataclass_code import cache_root
 from ...errors import SymbolError
+from ...user_cache import atomic_write, cache_root
 
 __all__ = [
     "CACHE_FORMAT",
@@ -289,26 +289,6 @@ class IsfIndex:
         self.entries = {k: v for k, v in self.entries.items() if os.path.exists(k)}
         atomic_write(self.path, json.dumps(self.entries, indent=0, sort_keys=True).encode())
         self.dirty = False
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        import tempfile
-
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError:
-        pass  # an unwritable cache only costs speed
 
 
 # --------------------------------------------------------------------------- cache files
