@@ -44,6 +44,7 @@ from .kdump_format import (
     parse_page_descs,
     parse_sub_header,
 )
+from .kdump_index import flat_records
 from .notes import ParsedNotes, parse_notes, parse_vmcoreinfo
 from .ordered import cores, ordered_map
 
@@ -95,7 +96,7 @@ class KdumpImage:
     def __init__(self, reader: ByteReader) -> None:
         self.reader = reader
         self.where = reader.name
-        self.layout = open_layout(reader)
+        self.layout = open_layout(reader, flat_records)  # a dump file's index kept between runs
         self._load_headers()
         self._load_bitmaps()
         self._load_notes()

@@ -13,7 +13,7 @@ import operator
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ._files import ByteReader, fail, release_resident
 from .magic import FLAT_SIGNATURE, KDUMP_SIGNATURE
@@ -119,19 +119,22 @@ class PlainLayout:
         return [(offset, length)] if 0 <= offset and 0 <= length and offset + length <= self.size else None
 
 
+IndexRecords = Callable[[ByteReader], "tuple[array.array, array.array, array.array]"]
+
+
 class FlattenedLayout:
     """The logical file rebuilt from flattened records: indexed once (O(records)), then random
     access by binary search. Bytes no record covers read as zeros, as makedumpfile -R leaves them."""
 
     flattened = True
 
-    def __init__(self, reader: ByteReader) -> None:
+    def __init__(self, reader: ByteReader, index_records: IndexRecords | None = None) -> None:
         self.reader = reader
         self.name = reader.name
         if reader.size < FLAT_HEADER_SIZE:
             raise fail(reader.name, "truncated makedumpfile header")
         check_flat_header(reader.pread(0, FLAT_HEADER.size), reader.name)
-        starts, sizes, offsets = index_flat_records(reader)
+        starts, sizes, offsets = (index_records or index_flat_records)(reader)
         self._starts = starts
         self._sizes = sizes
         self._offsets = offsets
@@ -461,10 +464,12 @@ def decompress_page(data: bytes, flags: int, block_size: int) -> bytes:
     return out
 
 
-def open_layout(reader: ByteReader) -> PlainLayout | FlattenedLayout:
+def open_layout(reader: ByteReader, index_records: IndexRecords | None = None) -> PlainLayout | FlattenedLayout:
+    """The logical file in `reader`; a flattened one indexed by `index_records` (the records'
+    (logical starts, sizes, container offsets), as index_flat_records finds them)."""
     head = reader.pread(0, min(reader.size, 16))
     if head.startswith(FLAT_SIGNATURE):
-        return FlattenedLayout(reader)
+        return FlattenedLayout(reader, index_records)
     if head.startswith(KDUMP_SIGNATURE):
         return PlainLayout(reader)
     raise fail(reader.name, "neither a flattened makedumpfile stream nor a kdump file")
