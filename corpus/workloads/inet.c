@@ -61,7 +61,12 @@ static int rcvbuf_l4, fresh_used, next_seq = 100;
 static int est_client = -1, est_server = -1, est_checked;
 static int bulk_writer = -1, bulk_reader = -1, outside = -1;
 static long bulk_written, bulk_read;
-#define BULK_BUF 16384	/* SO_SNDBUF/SO_RCVBUF of the bulk pair (the kernel doubles it) */
+#define BULK_BUF 16384	/* SO_RCVBUF of the bulk reader (the kernel doubles it) */
+/* SO_SNDBUF of the bulk writer: its queue must outgrow the window the reader announced
+ * before its SO_RCVBUF (at the SYN, from the default buffer: up to 64 KiB), so that some
+ * bytes never leave it. With BULK_BUF here too, the queue held 55-61 KiB, how much depending
+ * on how writes fell into skbs, and on 6.1 it was sometimes sent whole. */
+#define BULK_WRITER_BUF (4 * BULK_BUF)
 
 static unsigned char pattern(long i)
 {
@@ -384,7 +389,7 @@ static void check_bulk(char *err, size_t errsz)
 static void make_bulk_pair(const struct sockaddr_in6 *listener_addr)
 {
 	bulk_writer = socket(AF_INET6, SOCK_STREAM, 0);
-	if (bulk_writer < 0 || opt(bulk_writer, SOL_SOCKET, SO_SNDBUF, BULK_BUF) < 0 ||
+	if (bulk_writer < 0 || opt(bulk_writer, SOL_SOCKET, SO_SNDBUF, BULK_WRITER_BUF) < 0 ||
 	    opt(bulk_writer, IPPROTO_TCP, TCP_NODELAY, 1) < 0 ||
 	    connect(bulk_writer, (const struct sockaddr *)listener_addr, sizeof(*listener_addr)) < 0 ||
 	    (bulk_reader = accept(l6, NULL, NULL)) < 0 || opt(bulk_reader, SOL_SOCKET, SO_RCVBUF, BULK_BUF) < 0)
