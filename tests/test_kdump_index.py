@@ -105,7 +105,7 @@ def test_at_most_max_files_indexes_are_kept_the_least_recently_used_dropped(cach
     _read_all(*dumps[2])
     remaining = {p.name for p in directory.glob("*.idx")}
     assert len(remaining) == 2
-    first = Path(kdump_index.index_path(str(dumps[0][0]), *_dev_ino(dumps[0][0]))).name
+    first = Path(kdump_index.index_path(*_dev_ino(dumps[0][0]))).name
     assert first in remaining and first in kept
 
 
