@@ -93,7 +93,7 @@ def main() -> int:
     print(
         f"\nbest of {args.repeat}, page cache warm. ratio = copy_to time / time of `cat FILE > SINK` for the same file"
         "\n(sink devnull: cat > /dev/null; sink file: cat > a file in --tmpdir). copy_to of an ELF or live"
-        "\nsnapshot into /dev/null is sendfile, which the kernel completes without touching the data."
+        "\nsnapshot reads every byte into one buffer (preadv) and writes it, into /dev/null too."
     )
     return 0
 

@@ -79,7 +79,7 @@ class PhysicalSource(Protocol):
 
     def copy_to(self, paddr: int, length: int, out: BinaryIO) -> None:
         """Bulk path: write `length` bytes from `paddr` to `out` without per-page Python overhead
-        where the format allows it (os.sendfile / copy_file_range / mmap slices)."""
+        where the format allows it (preadv into one reused buffer and write, or mmap slices)."""
         ...
 
     def vcpus(self) -> list[VcpuState]:

@@ -157,7 +157,7 @@ def drop_overlaps(runs: list[tuple[int, int, int | None]]) -> list[tuple[int, in
 
 
 class ElfSource:
-    """Guest-physical memory of an ELF64 core. Reads come from an mmap; copy_to uses sendfile."""
+    """Guest-physical memory of an ELF64 core. Reads come from an mmap; copy_to reads through the descriptor (preadv)."""
 
     format_name = "ELF core"
     guest_runs_on = False
