@@ -649,13 +649,51 @@ def test_container_pieces_of_the_flattened_layout():
     assert layout.container_pieces(200, 10) == [(first + 100 + 16 + 50 + 16, 10)]
 
 
-def test_a_short_writev_writes_the_rest(tmp_path, monkeypatch):
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.binary(min_size=1, max_size=300),
+    spans=st.lists(st.tuples(st.integers(0, 299), st.integers(0, 120)), max_size=12),
+    buffer_size=st.integers(1, 40),
+    write_at_most=st.integers(1, 50),
+    read_at_most=st.integers(1, 50),
+)
+def test_copy_pieces_writes_every_piece_in_order_through_short_reads_and_writes(
+    tmp_path_factory, data, spans, buffer_size, write_at_most, read_at_most
+):
+    """The bulk path gathers pieces through one small buffer: pieces larger than it, pieces that
+    fill it part way, and reads and writes that move fewer bytes than asked all come out whole."""
     from ovm_offline.sources import _files
 
-    real = os.writev
-    monkeypatch.setattr(os, "writev", lambda fd, views: real(fd, [bytes(views[0])[:3]]))
-    views = [memoryview(b"abcdef"), memoryview(b"ghij")]
-    with open(tmp_path / "out", "wb") as out:
-        _files.write_views(out, views)
-        out.write(b"!")
-    assert (tmp_path / "out").read_bytes() == b"abcdefghij!"
+    pieces = [(min(o, len(data)), min(n, len(data) - min(o, len(data)))) for o, n in spans]
+    directory = tmp_path_factory.mktemp("pieces")
+    (directory / "in").write_bytes(data)
+    real_write, real_preadv = os.write, os.preadv
+    saved = getattr(_files._copy_buffers, "buffer", None)
+    _files._copy_buffers.buffer = bytearray(buffer_size)
+    try:
+        with open(directory / "out", "wb") as out:
+            out.write(b"<")  # buffered: must land first
+            os.write = lambda fd, view: real_write(fd, view[:write_at_most])
+            os.preadv = lambda fd, views, at: real_preadv(fd, [views[0][:read_at_most]], at)
+            try:
+                reader = _files.MappedFile(directory / "in")
+                reader.write_pieces(pieces, out)
+                reader.close()
+            finally:
+                os.write, os.preadv = real_write, real_preadv
+            out.write(b">")
+        assert (directory / "out").read_bytes() == b"<" + b"".join(data[o : o + n] for o, n in pieces) + b">"
+    finally:
+        _files._copy_buffers.buffer = saved
+
+
+def test_a_file_that_shrinks_under_the_bulk_path_is_named(tmp_path):
+    from ovm_offline.sources import _files
+
+    (tmp_path / "in").write_bytes(bytes(100))
+    fd = os.open(tmp_path / "in", os.O_RDONLY)
+    try:
+        with open(tmp_path / "out", "wb") as out, pytest.raises(SourceError, match="in: file shrank while being read"):
+            _files.copy_pieces(fd, [(50, 100)], out.fileno(), str(tmp_path / "in"))
+    finally:
+        os.close(fd)

@@ -156,19 +156,21 @@ class MappedFile:
             bulk_copy(out, self._fd, self.mm, offset, length, self.name)
 
     def write_pieces(self, pieces: list[tuple[int, int]], out: BinaryIO) -> None:
-        """Write the file's bytes at `pieces` ((offset, size), in order) to `out` in one go: a
-        writev of slices of the mapping (the kernel copies from the page cache once)."""
+        """Write the file's bytes at `pieces` ((offset, size), in order) to `out` in one go:
+        gathered by preadv into one buffer, written when it is full."""
         for offset, length in pieces:
             if offset < 0 or length < 0 or offset + length > self.size:
                 raise fail(self.name, f"range {offset:#x}+{length:#x} is beyond the end of the file; truncated?")
-        assert self.mm is not None
-        with memoryview(self.mm) as view:
-            slices = [view[offset : offset + length] for offset, length in pieces]
-            try:
-                write_views(out, slices)
-            finally:
-                for piece in slices:
-                    piece.release()
+        out_fd = _out_fileno(out)
+        if out_fd is None:
+            assert self.mm is not None
+            with memoryview(self.mm) as view:
+                for offset, length in pieces:
+                    out.write(view[offset : offset + length])
+            return
+        out.flush()  # buffered bytes must land before the ones written past the buffer
+        copy_pieces(self._fd, pieces, out_fd, self.name)
+        _resync_position(out)
 
     def close(self) -> None:
         if self.mm is not None:
@@ -191,8 +193,8 @@ def _out_fileno(out: BinaryIO) -> int | None:
 
 
 def bulk_copy(out: BinaryIO, fd: int, mm: mmap.mmap, offset: int, length: int, name: str) -> None:
-    """Copy `length` bytes at `offset` of file `fd` (named `name`) to `out`: preadv into a reused
-    buffer and write when `out` has a descriptor, else big mmap slices."""
+    """Copy `length` bytes at `offset` of file `fd` (named `name`) to `out`: through one reused
+    buffer when `out` has a descriptor (copy_pieces), else as big mmap slices."""
     out_fd = _out_fileno(out)
     if out_fd is None:
         with memoryview(mm) as view:
@@ -203,23 +205,40 @@ def bulk_copy(out: BinaryIO, fd: int, mm: mmap.mmap, offset: int, length: int, n
                 length -= size
         return
     out.flush()  # buffered bytes must land before the ones written past the buffer
-    with memoryview(_copy_buffer()) as buffer:
-        while length > 0:
-            got = os.preadv(fd, [buffer[: min(length, len(buffer))]], offset)
-            if got == 0:
-                raise fail(name, f"file shrank while being read (at offset {offset:#x})")
-            piece = buffer[:got]
-            while piece:
-                piece = piece[os.write(out_fd, piece) :]
-            offset += got
-            length -= got
+    copy_pieces(fd, [(offset, length)], out_fd, name)
     _resync_position(out)
 
 
-#: the bulk path's buffer: preadv + write through it beat copy_file_range and sendfile here.
-#: 256 MiB of an ELF dump, whose pages are not block-aligned in the file: 65 ms, against 106-135
-#: for copy_file_range and 103 for sendfile (from tmpfs, as a live guest's RAM: 75 against 105);
-#: cp itself takes 79. Larger buffers gain nothing; a fresh one per call costs its page faults.
+def copy_pieces(in_fd: int, pieces: list[tuple[int, int]], out_fd: int, name: str) -> None:
+    """Write the bytes of file `in_fd` (named `name`) at `pieces` ((offset, size), in order) to
+    `out_fd`: gathered by preadv into one reused buffer, written whenever it fills. Nothing is
+    mapped, so nothing stays resident in this process."""
+    with memoryview(_copy_buffer()) as buffer:
+        filled = 0
+        for offset, length in pieces:
+            while length > 0:
+                if filled == len(buffer):
+                    _write_all(out_fd, buffer[:filled])
+                    filled = 0
+                got = os.preadv(in_fd, [buffer[filled : filled + min(length, len(buffer) - filled)]], offset)
+                if got == 0:
+                    raise fail(name, f"file shrank while being read (at offset {offset:#x})")
+                filled += got
+                offset += got
+                length -= got
+        _write_all(out_fd, buffer[:filled])
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+#: copy_pieces' buffer: preadv + write through it beat copy_file_range and sendfile here. 256
+#: MiB of an ELF dump, whose pages are not block-aligned in the file: 65 ms, against 106-135 for
+#: copy_file_range and 103 for sendfile (from tmpfs, as a live guest's RAM: 75 against 105); cp
+#: itself takes 79. A kdump's raw records went by writev of slices of the mapping, which faults
+#: them in. Larger buffers gain nothing; a fresh one per call costs its page faults.
 _COPY_BUFFER_SIZE = 2 << 20
 _copy_buffers = threading.local()
 
@@ -229,28 +248,6 @@ def _copy_buffer() -> bytearray:
     if buffer is None:
         buffer = _copy_buffers.buffer = bytearray(_COPY_BUFFER_SIZE)
     return buffer
-
-
-def write_views(out: BinaryIO, views: list[memoryview]) -> None:
-    """Write `views` to `out` one after another: writev when `out` has a descriptor."""
-    fd = _out_fileno(out)
-    if fd is None:
-        for piece in views:
-            out.write(piece)
-        return
-    out.flush()  # buffered bytes must land first
-    for start in range(0, len(views), _IOV_MAX):
-        group = views[start : start + _IOV_MAX]
-        done = os.writev(fd, group)
-        if done < sum(map(len, group)):  # a short write: the rest as plain writes
-            rest = memoryview(b"".join(group))[done:]
-            while rest:
-                rest = rest[os.write(fd, rest) :]
-    _resync_position(out)
-
-
-#: iovecs per writev (Linux's IOV_MAX)
-_IOV_MAX = 1024
 
 
 def _resync_position(out: BinaryIO) -> None:
