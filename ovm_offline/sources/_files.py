@@ -211,22 +211,84 @@ def bulk_copy(out: BinaryIO, fd: int, mm: mmap.mmap, offset: int, length: int, n
 
 def copy_pieces(in_fd: int, pieces: list[tuple[int, int]], out_fd: int, name: str) -> None:
     """Write the bytes of file `in_fd` (named `name`) at `pieces` ((offset, size), in order) to
-    `out_fd`: gathered by preadv into one reused buffer, written whenever it fills. Nothing is
-    mapped, so nothing stays resident in this process."""
+    `out_fd`: gathered into one reused buffer, written whenever it fills. Nothing is mapped, so
+    nothing stays resident in this process."""
     with memoryview(_copy_buffer()) as buffer:
-        filled = 0
-        for offset, length in pieces:
-            while length > 0:
-                if filled == len(buffer):
-                    _write_all(out_fd, buffer[:filled])
-                    filled = 0
-                got = os.preadv(in_fd, [buffer[filled : filled + min(length, len(buffer) - filled)]], offset)
-                if got == 0:
-                    raise fail(name, f"file shrank while being read (at offset {offset:#x})")
-                filled += got
-                offset += got
-                length -= got
+        size = len(buffer)
+        filled, i, n = 0, 0, len(pieces)
+        while i < n:
+            offset, length = pieces[i]
+            if length > size - filled:
+                _write_all(out_fd, buffer[:filled])
+                filled = 0
+            if length > size:  # bigger than the buffer: a buffer at a time
+                while length > 0:
+                    take = min(length, size)
+                    _read_exactly(in_fd, buffer[:take], offset, name)
+                    _write_all(out_fd, buffer[:take])
+                    offset, length = offset + take, length - take
+                i += 1
+                continue
+            group = []  # (file offset, size, offset in the buffer) of the pieces that fit
+            while i < n and pieces[i][1] <= size - filled:
+                offset, length = pieces[i]
+                group.append((offset, length, filled))
+                filled += length
+                i += 1
+            _read_group(in_fd, group, buffer, name)
         _write_all(out_fd, buffer[:filled])
+
+
+def _read_group(fd: int, group: list[tuple[int, int, int]], buffer: memoryview, name: str) -> None:
+    """Read each (file offset, size, buffer offset) of `group` into `buffer`: in file order, by
+    one preadv for pieces a few bytes apart (a flattened kdump's records, with their headers
+    between them read into _SKIPPED), and a piece that repeats an earlier one (QEMU stores every
+    zero page as a pointer to one) copied within the buffer instead of read again."""
+    first: dict[tuple[int, int], int] = {}
+    repeats: list[tuple[int, int, int]] = []
+    unique: list[tuple[int, int, int]] = []
+    for offset, length, at in group:
+        if not length:
+            continue
+        seen = first.setdefault((offset, length), at)
+        if seen != at:
+            repeats.append((seen, at, length))
+        else:
+            unique.append((offset, length, at))
+    unique.sort()
+    with memoryview(_SKIPPED) as skipped:
+        start = 0
+        while start < len(unique):
+            stop, views = start + 1, [buffer[unique[start][2] : unique[start][2] + unique[start][1]]]
+            end = unique[start][0] + unique[start][1]
+            while stop < len(unique) and stop - start < _PIECES_PER_SPAN and 0 <= unique[stop][0] - end <= _MAX_GAP:
+                offset, length, at = unique[stop]
+                if offset > end:
+                    views.append(skipped[: offset - end])
+                views.append(buffer[at : at + length])
+                end = offset + length
+                stop += 1
+            if os.preadv(fd, views, unique[start][0]) != end - unique[start][0]:
+                for offset, length, at in unique[start:stop]:  # read short: piece by piece, to name a shrunk file
+                    _read_exactly(fd, buffer[at : at + length], offset, name)
+            start = stop
+    for source, at, length in repeats:
+        buffer[at : at + length] = buffer[source : source + length]
+
+
+#: bytes between two pieces that one preadv still reads through (into _SKIPPED)
+_MAX_GAP = 4096
+_SKIPPED = bytearray(_MAX_GAP)
+#: iovecs per preadv (Linux's IOV_MAX is 1024): a piece and the gap before it are two
+_PIECES_PER_SPAN = 512
+
+
+def _read_exactly(fd: int, into: memoryview, offset: int, name: str) -> None:
+    while into:
+        got = os.preadv(fd, [into], offset)
+        if got == 0:
+            raise fail(name, f"file shrank while being read (at offset {offset:#x})")
+        into, offset = into[got:], offset + got
 
 
 def _write_all(fd: int, data: memoryview) -> None:
