@@ -14,6 +14,7 @@ page_desc per dumped page in pfn order, then the page data (zlib/lzo/snappy or r
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import zlib
 from collections import OrderedDict
@@ -251,17 +252,21 @@ class KdumpImage:
 
     def _stored_raw(self, descs: list[tuple[int, int, int, int]]) -> StoredRaw | None:
         """The pages of `descs` as a StoredRaw if every one is stored uncompressed and in the file."""
-        if any(size != PAGE_SIZE or flags & COMPRESSION_MASK for _, size, flags, _ in descs):
+        if not descs:
             return None
-        spans: list[list[int]] = []  # [logical offset, size]: pages stored one after another joined
-        for offset, _, _, _ in descs:
-            if spans and spans[-1][0] + spans[-1][1] == offset:
-                spans[-1][1] += PAGE_SIZE
-            else:
-                spans.append([offset, PAGE_SIZE])
+        # C-level passes over the batch's 256 descriptors: this runs for every batch of a copy
+        offsets, sizes, flags, _ = zip(*descs)
+        if sizes.count(PAGE_SIZE) != len(sizes) or any(map(COMPRESSION_MASK.__and__, flags)):
+            return None
+        # (logical offset, size) of pages stored one after another, joined
+        steps = map(operator.sub, itertools.islice(offsets, 1, None), offsets)
+        starts = [0, *itertools.compress(range(1, len(offsets)), map(PAGE_SIZE.__ne__, steps)), len(offsets)]
+        spans = [(offsets[first], (stop - first) * PAGE_SIZE) for first, stop in itertools.pairwise(starts)]
         pieces: list[tuple[int, int]] = []
-        for offset, size in spans:
-            where = self.layout.container_pieces(offset, size)
+        found: dict[tuple[int, int], list[tuple[int, int]] | None] = {}
+        for key in spans:
+            # QEMU points every zero page at one stored copy: most spans of a sparse batch are it
+            where = found[key] if key in found else found.setdefault(key, self.layout.container_pieces(*key))
             if where is None:
                 return None  # not all in the file: decoded page by page, which names the page
             pieces += where
