@@ -296,19 +296,22 @@ def _write_all(fd: int, data: memoryview) -> None:
         data = data[os.write(fd, data) :]
 
 
-#: copy_pieces' buffer: preadv + write through it beat copy_file_range and sendfile here. 256
-#: MiB of an ELF dump, whose pages are not block-aligned in the file: 65 ms, against 106-135 for
-#: copy_file_range and 103 for sendfile (from tmpfs, as a live guest's RAM: 75 against 105); cp
-#: itself takes 79. A kdump's raw records went by writev of slices of the mapping, which faults
-#: them in. Larger buffers gain nothing; a fresh one per call costs its page faults.
+#: copy_pieces' buffer. preadv + write through it beat copy_file_range and sendfile here
+#: (bench/bench_copy.py, 256 MiB into a new file on ext4): 69 ms against 121 for both when the
+#: source is not block-aligned, as a QEMU ELF dump's pages are not, and 69 against 79 when it
+#: is; cp takes 81. From tmpfs (a live guest's RAM): 90-93 against 95-137 for sendfile.
+#: Page-aligned (an anonymous mapping, not a bytearray): 101 ms from an aligned source in a
+#: bytearray. A kdump's raw records went by writev of slices of the dump's mapping, which
+#: faulted them in. A fresh buffer per call would cost its page faults.
 _COPY_BUFFER_SIZE = 2 << 20
 _copy_buffers = threading.local()
 
 
-def _copy_buffer() -> bytearray:
-    buffer: bytearray | None = getattr(_copy_buffers, "buffer", None)
+def _copy_buffer() -> mmap.mmap | bytearray:
+    buffer: mmap.mmap | bytearray | None = getattr(_copy_buffers, "buffer", None)
     if buffer is None:
-        buffer = _copy_buffers.buffer = bytearray(_COPY_BUFFER_SIZE)
+        # page-aligned (a bytearray is not): the kernel copies whole pages in and out of it
+        buffer = _copy_buffers.buffer = mmap.mmap(-1, _COPY_BUFFER_SIZE)
     return buffer
 
 
