@@ -243,6 +243,32 @@ _STOPPED = {
             description="eventfds, a signalfd, timerfds and an epoll set over them",
         ),
         Workload(
+            "sigstate",
+            "sigstate",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="a child stopped by SIGSTOP with a second SIGSTOP pending, POSIX timers one-shot"
+            " INT_MAX ms ahead on the realtime, monotonic and boottime clocks (zdtm stopped01, posix_timers)",
+        ),
+        Workload(
+            "locks",
+            "locks",
+            root_key="pid",
+            run_after_restore=1.0,
+            criu_options="--file-locks",
+            description="POSIX, OFD and flock locks and a read lease held by a root and its child (zdtm"
+            " file_locks, file_lease00); saved only with --file-locks, as criu does",
+        ),
+        Workload(
+            "hazards",
+            "hazards",
+            root_key="root",
+            golden=False,
+            description="a child per state zdtm checks that a dump must save or refuse by name: an unlinked"
+            " open file, a removed cwd, a cwd in an exited process's /proc dir, an nsfs fd, a shared anonymous"
+            " mapping's fd, a pty with queued input, a pty slave without its master",
+        ),
+        Workload(
             "inet",
             "inet",
             run_after_restore=1.0,
@@ -368,6 +394,9 @@ STANDARD = (
     "shmem",
     "sysvshm",
     "evfds",
+    "sigstate",
+    "locks",
+    "hazards",
     "inet",
     "inet-established",
     "blockers",

@@ -20,6 +20,7 @@ import click
 from . import sources
 from .__main__ import terminated
 from .errors import ExitCode, MomentError, OvmError, raised_by_an_interruption
+from .listing import print_table, print_tree, printable, ps_row
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
 
@@ -88,60 +89,6 @@ def opened_source(
 PS_COLUMNS = ("PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", "COMM")
 
 
-def printable(text: str) -> str:
-    """Guest-chosen text (a comm, a cgroup name) for a terminal: every character that is not
-    printable shown as '?', as procps does, so a guest cannot send escape sequences."""
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
-def _ps_row(p) -> tuple:
-    comm = printable(f"[{p.comm}]" if p.kthread else p.comm)
-    cgroup, container = printable(p.cgroup or "-"), printable(p.runtime_id or p.container or "-")
-    return (p.pid, p.ppid, p.nthreads, p.state, p.cpus_text(), p.ns_pid, cgroup, container, comm)
-
-
-def _print_table(rows: list[tuple], header: tuple) -> None:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        click.echo(
-            "  ".join(
-                str(v).ljust(w) if i == len(header) - 1 or isinstance(v, str) else str(v).rjust(w)
-                for i, (v, w) in enumerate(zip(r, widths))
-            ).rstrip()
-        )
-
-
-def _print_tree(procs) -> None:
-    by_pid = {p.pid: p for p in procs}
-    children: dict[int, list] = {}
-    for p in procs:
-        parent = p.ppid if p.ppid in by_pid and p.ppid != p.pid else 0
-        children.setdefault(parent, []).append(p)
-    shown: set[int] = set()
-
-    def show(root) -> None:
-        # iterative: a hostile guest's chain of thousands of parents must not exhaust the stack
-        stack = [(root, "", True, 0)]
-        while stack:
-            p, prefix, last, depth = stack.pop()
-            shown.add(p.pid)
-            branch = "" if depth == 0 else ("└─ " if last else "├─ ")
-            extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
-            extra += f" [{printable(p.runtime_id or p.container)}]" if p.container else ""
-            click.echo(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
-            kids = sorted((c for c in children.get(p.pid, []) if c.pid not in shown), key=lambda c: c.pid)
-            inner = prefix + ("" if depth == 0 else ("   " if last else "│  "))
-            stack.extend((c, inner, i == len(kids) - 1, depth + 1) for i, c in reversed(list(enumerate(kids))))
-
-    for root in sorted(children.get(0, []), key=lambda c: c.pid):
-        show(root)
-    # processes whose parent chain loops are reached from no root: show them, and say so
-    for p in sorted(procs, key=lambda p: p.pid):
-        if p.pid not in shown:
-            click.echo(f"ovm-offline: warning: the parent chain of PID {p.pid} loops; shown as a root", err=True)
-            show(p)
-
-
 @cli.command()
 @source_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per process, for scripts.")
@@ -178,9 +125,9 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
             d["task_address"] = f"0x{p.task_address:x}"
             click.echo(json.dumps(d, sort_keys=True))
     elif tree:
-        _print_tree(procs)
+        print_tree(procs)
     else:
-        _print_table([_ps_row(p) for p in procs], PS_COLUMNS)
+        print_table([ps_row(p) for p in procs], PS_COLUMNS)
 
 
 # --- dump ------------------------------------------------------------------------------------
@@ -220,6 +167,12 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     " the restoring system needs that tool).",
 )
 @click.option(
+    "--file-locks",
+    is_flag=True,
+    help="Save the file locks and leases the tree holds (criu's --file-locks: restore them with"
+    " `criu restore --file-locks`); without it a tree holding one is refused, as criu dump refuses it.",
+)
+@click.option(
     "--precopy",
     is_flag=True,
     help="With --live --qmp --mem: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
@@ -253,6 +206,7 @@ def dump(
     directory,
     force,
     network_lock,
+    file_locks,
     precopy,
     background,
     attempts,
@@ -269,6 +223,7 @@ def dump(
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/ --attempts 10
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
+    ovm-offline dump guest.elf --pid 10000 --file-locks -D images/
     """
     from . import dump as dumping
 
@@ -284,7 +239,12 @@ def dump(
         try:
             with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
                 prog = open_guest_kernel(src, symbol_dirs)
-                options = {"force": force, "skip_unsupported": skip_unsupported, "network_lock": network_lock}
+                options = {
+                    "force": force,
+                    "skip_unsupported": skip_unsupported,
+                    "network_lock": network_lock,
+                    "file_locks": file_locks,
+                }
                 summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
             break
         except MomentError as refused:

@@ -35,7 +35,7 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
-from .refusals import Refusal, decide, mount_namespace_refusals, unencodable_text
+from .refusals import Refusal, decide, file_lock_refusals, mount_namespace_refusals, unencodable_text
 from .sources.base import PhysicalSource
 from .state import CgroupDir, Fd, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory, TreeNamespaces
 
@@ -230,9 +230,10 @@ class Extraction:
     refusals: list[Refusal]
 
 
-def extract_tree(prog: Program, root: Struct) -> Extraction:
+def extract_tree(prog: Program, root: Struct, *, save_locks: bool = False) -> Extraction:
     """The state of `root` and its descendants, and every refusal among them: processes that
-    cannot be dumped, open files that cannot be saved, and what the tree as a whole cannot."""
+    cannot be dumped, open files that cannot be saved, and what the tree as a whole cannot
+    (its file locks too, unless `save_locks`)."""
     tree = process_tree(prog, root)
     refusals = [r for r in map(dumpable_refusal, tree) if r is not None]
     pid_ns = task_active_pid_ns(root)
@@ -251,6 +252,7 @@ def extract_tree(prog: Program, root: Struct) -> Extraction:
         return Extraction(tree, processes, shared, None, refusals)
     refusals += unencodable_text(processes)
     filekinds.leave_out_dangling_files(processes, refusals)
+    refusals += file_lock_refusals(processes, save_locks)
     root_namespaces = namespace_ids(prog["init_task"])
     containers = functools.cache(lambda: runc_containers(prog))  # searched once, if at all
     namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem, containers)
@@ -283,14 +285,17 @@ def dump(
     progress: Callable[[int], None] | None = None,
     skip_unsupported: bool = False,
     network_lock: str = "iptables",
+    file_locks: bool = False,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
     make it fail, naming them all, unless `skip_unsupported` (then they are left out and listed
     in the summary); anything else that cannot be saved fails it, named too. `network_lock` is
-    criu's --network-lock for the restore of TCP connections ("iptables" or "nftables")."""
+    criu's --network-lock for the restore of TCP connections ("iptables" or "nftables");
+    `file_locks` saves the tree's file locks and leases (criu's --file-locks, which its restore
+    needs too), refused otherwise."""
     started = time.monotonic()
-    extraction = extract_tree(prog, find_task(prog, pid))
+    extraction = extract_tree(prog, find_task(prog, pid), save_locks=file_locks)
     skipped = decide(extraction.refusals, skip_unsupported)
     assert extraction.dump_set is not None  # decide() raised if a process or a namespace could not be saved
     extraction.dump_set.network_lock = network_lock

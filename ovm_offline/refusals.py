@@ -8,14 +8,17 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
+from .criu.build.locks import held_locks
 from .criu.build.mnt import UnsavedMount, mountpoints_entries
 from .errors import MomentError, UnsupportedError
-from .state import MountNamespaceState, ProcessState
+from .state import FileLock, MountNamespaceState, ProcessState
 
-__all__ = ["SKIP_UNSUPPORTED", "Refusal", "decide", "unencodable_text"]
+__all__ = ["FILE_LOCKS", "SKIP_UNSUPPORTED", "Refusal", "decide", "file_lock_refusals", "unencodable_text"]
 
 #: the option that leaves refused open files out instead
 SKIP_UNSUPPORTED = "--skip-unsupported"
+#: the option that saves file locks (criu dump's own, which its restore needs too)
+FILE_LOCKS = "--file-locks"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,4 +159,54 @@ def mount_namespace_refusals(root: ProcessState, ns: MountNamespaceState | None)
             mountpoints_entries(ns.mounts, ns.cgroup_root, ns.external)
         except UnsavedMount as e:
             refusals.append(Refusal(root.global_pid, root.comm, f"{start} {e}"))
+    return refusals
+
+
+_LOCK_TYPES = {0: "read", 1: "write", 2: "unlock"}
+_FLOCK_TYPES = {0: "shared", 1: "exclusive"}
+# include/linux/filelock.h: a lease being broken (someone's open waits for it)
+_LEASE_BREAKING = 256 | 512
+
+
+def _lock_text(lock: FileLock, path: str) -> str:
+    """A lock as a refusal names it: "a POSIX write lock on bytes 0-9 of /f", "an exclusive
+    flock on /f", "a read lease on /f"."""
+    if lock.kind == "lease":
+        return f"a {_LOCK_TYPES.get(lock.type, str(lock.type))} lease on {path}"
+    if lock.kind == "flock":
+        return f"a {_FLOCK_TYPES.get(lock.type, str(lock.type))} flock on {path}"
+    end = "EOF" if lock.end >= (1 << 63) - 1 else str(lock.end)
+    noun = "a POSIX" if lock.kind == "posix" else "an OFD"
+    return f"{noun} {_LOCK_TYPES.get(lock.type, str(lock.type))} lock on bytes {lock.start}-{end} of {path}"
+
+
+def file_lock_refusals(processes: list[ProcessState], save_locks: bool) -> list[Refusal]:
+    """The file locks and leases the tree holds, refused unless `save_locks` (criu dump, too,
+    saves them only with --file-locks, and its restore needs the option); refused always: a
+    lease being broken, and a lock CRIU's images would give to no process (a POSIX lock of one
+    process taken through a file another process of the tree met first)."""
+    refusals = []
+    held = list(held_locks(processes))
+    for h in held:
+        if h.lock.kind == "lease" and h.lock.flags & _LEASE_BREAKING:
+            why = f"PID {h.global_pid} ({h.comm}) fd {h.fd} holds {_lock_text(h.lock, h.path)} that is being broken"
+            refusals.append(Refusal(h.global_pid, h.comm, why + ", which ovm-offline cannot save yet"))
+        elif not save_locks:
+            why = f"PID {h.global_pid} ({h.comm}) fd {h.fd} holds {_lock_text(h.lock, h.path)}"
+            refusals.append(Refusal(h.global_pid, h.comm, f"{why} ({FILE_LOCKS} saves it, as with criu dump)"))
+    attributed = {(h.lock.file_key, h.lock.owner_key, h.lock.start, h.lock.kind) for h in held}
+    owners = {p.files_key: p for p in processes}
+    for proc in processes:
+        for fd in proc.fds:
+            for lock in fd.file.locks:
+                owner = owners.get(lock.owner_key)
+                key = (lock.file_key, lock.owner_key, lock.start, lock.kind)
+                if owner is proc and key not in attributed:
+                    attributed.add(key)
+                    why = (
+                        f"PID {proc.global_pid} ({proc.comm}) holds {_lock_text(lock, fd.file.identity.path)}"
+                        " through a file another process of the tree holds too, and criu's images give such a"
+                        " lock to no process"
+                    )
+                    refusals.append(Refusal(proc.global_pid, proc.comm, why))
     return refusals

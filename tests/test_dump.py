@@ -37,6 +37,7 @@ WORKLOADS = [
     "shmem",
     "sysvshm",
     "evfds",
+    "sigstate",
     "inet",
     "runc",
     "runc-userns",

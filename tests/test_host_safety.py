@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ovm_offline.cli import printable
 from ovm_offline.errors import ExitCode
+from ovm_offline.listing import printable
 from ovm_offline.output import atomic_directory, remove_abandoned_partials
 from ovm_offline.sources.elf_writer import core_layout
 from tests.support.checks import assert_one_line_failure
@@ -172,15 +172,15 @@ def _proc(pid: int, ppid: int, comm: str = "x"):
 def test_ps_tree_shows_every_process_when_parents_loop_or_nest_deep(capsys):
     """A guest can make parent chains loop (hidden from every root before) or nest deeper
     than Python's recursion limit."""
-    from ovm_offline.cli import _print_tree
+    from ovm_offline.listing import print_tree
 
     looped = [_proc(1, 0, "init"), _proc(5, 6, "a"), _proc(6, 5, "b\x1b[2J")]
-    _print_tree(looped)
+    print_tree(looped)
     out, err = capsys.readouterr()
     assert [line.split()[-3:-1] for line in out.splitlines()] == [["1", "init"], ["5", "a"], ["6", "b?[2J"]]
     assert "parent chain of PID 5 loops" in err
     deep = [_proc(1, 0)] + [_proc(n, n - 1) for n in range(2, 5002)]
-    _print_tree(deep)
+    print_tree(deep)
     out, _ = capsys.readouterr()
     assert len(out.splitlines()) == 5001
 

@@ -23,6 +23,7 @@ __all__ = [
     "FDINFO",
     "FIFO_DATA",
     "FILES",
+    "FILE_LOCKS",
     "FS",
     "IDS",
     "INVENTORY",
@@ -220,6 +221,7 @@ KINDS_BY_MAGIC: dict[int, ImageKind] = {k.magic: k for k in KINDS if k.magic is 
 assert len(KINDS_BY_NAME) == len(KINDS) and len(KINDS_BY_MAGIC) == sum(not k.raw for k in KINDS)
 
 MEMFD_INODE = KINDS_BY_NAME["memfd"]
+FILE_LOCKS = KINDS_BY_NAME["file-locks"]
 #: The contents of a shmem file (shared anonymous memory, memfd, System V segment), named by
 #: its inode number; vaddr is the offset in the file. magic.h: SHMEM_PAGEMAP_MAGIC is
 #: PAGEMAP_MAGIC, and crit shows them as PAGEMAP: a pagemap by another file name, which

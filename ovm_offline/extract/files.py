@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import GuestDataError
+from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs import dcache
 from ..kernel.fs.fdtable import (
@@ -35,8 +35,9 @@ from ..kernel.fs.fdtable import (
     task_files,
 )
 from ..kernel.fs.fs_struct import fs_pwd, fs_root, fs_umask, task_fs
+from ..kernel.fs.locks import file_locks
 from ..kernel.task.pid import pid_nr_ns, pid_type
-from ..kernel.task.tasks import task_pid
+from ..kernel.task.tasks import task_comm, task_pid
 from ..state import Fd, FileIdentity, FileKindName, FsState, OpenFile, Owner
 
 __all__ = ["F_OWNER_PGRP", "F_OWNER_PID", "extract_files", "extract_fs", "file_owner_state"]
@@ -44,6 +45,9 @@ __all__ = ["F_OWNER_PGRP", "F_OWNER_PID", "extract_files", "extract_fs", "file_o
 
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
+
+#: include/uapi/linux/magic.h
+PROC_SUPER_MAGIC = 0x9FA0
 
 # include/uapi/asm-generic/fcntl.h: struct f_owner_ex types
 F_OWNER_TID = 0
@@ -98,6 +102,7 @@ def open_file(file: Pointer, task: Struct, pid_ns: Pointer | Struct, classify: C
             flags=file_flags(file) & ~O_CLOEXEC,
             pos=file_pos(file),
             owner=file_owner_state(file, pid_ns),
+            locks=file_locks(file),
         )
     except GuestDataError as e:
         # Name the process and file: the kernel-side message alone does not say whose.
@@ -144,12 +149,37 @@ def path_identity(path: Struct) -> FileIdentity:
     )
 
 
+def _removed_directory(path: Struct, identity: FileIdentity, which: str) -> str | None:
+    """Why a cwd or root directory cannot be saved by its path, or None: it was removed (CRIU
+    writes a ghost directory), or it is the /proc directory of a process that has exited
+    (CRIU writes a remap to a dead process's directory)."""
+    if not identity.deleted:
+        return None
+    if dcache.inode_sb_magic(path.dentry.d_inode) == PROC_SUPER_MAGIC:
+        return (
+            f"its {which} {identity.path} is the /proc directory of a process that has exited; CRIU saves"
+            " it as a dead-process remap, which ovm-offline does not write yet"
+        )
+    return (
+        f"its {which} {identity.path} was removed; CRIU saves it as a ghost directory, which ovm-offline"
+        " does not write yet"
+    )
+
+
 def extract_fs(prog: Program, task: Struct) -> FsState:
-    """cwd, root and umask of a ``struct task_struct`` (its fs_struct)."""
+    """cwd, root and umask of a ``struct task_struct`` (its fs_struct). UnsupportedError when
+    either directory has no path to reopen."""
     fs = task_fs(task)
     if fs is None:
         raise GuestDataError(f"pid {task_pid(task)} has no fs_struct (it has exited)")
     try:
-        return FsState(cwd=path_identity(fs_pwd(fs)), root=path_identity(fs_root(fs)), umask=fs_umask(fs))
+        pwd, root = fs_pwd(fs), fs_root(fs)
+        state = FsState(cwd=path_identity(pwd), root=path_identity(root), umask=fs_umask(fs))
+        why = _removed_directory(pwd, state.cwd, "current directory") or _removed_directory(
+            root, state.root, "root directory"
+        )
     except GuestDataError as e:
         raise GuestDataError(f"pid {task_pid(task)}: fs_struct at 0x{int(fs):x}: {e}") from None
+    if why is not None:
+        raise UnsupportedError(f"PID {task_pid(task)} ({task_comm(task)}): {why}")
+    return state

@@ -263,6 +263,31 @@ def task_rlimits(signal: Struct) -> list[tuple[int, int]]:
     return [(r.rlim_cur, r.rlim_max) for r in signal.rlim]
 
 
+SIGSTOP = 19
+_SIGSTOP_BIT = 1 << (SIGSTOP - 1)
+
+
+def _without_sigstop(queue: list[QueuedSignal]) -> list[QueuedSignal]:
+    return [q for q in queue if int.from_bytes(q.siginfo[:4], "little", signed=True) != SIGSTOP]
+
+
+def consume_pending_sigstop(
+    state: TaskStateName, shared: list[QueuedSignal], shared_mask: int, threads: list[ThreadState]
+) -> tuple[TaskStateName, list[QueuedSignal], int, list[ThreadState]]:
+    """What CRIU's seize leaves of a process with SIGSTOP pending (compel_wait_task): it lets
+    the task take every pending SIGSTOP, so the process is saved stopped and no SIGSTOP is
+    left in its queues. Kept in a queue, restore would deliver it while restoring ("Task N
+    stopped with 19") or stop the process again once it was continued."""
+    pending = shared_mask & _SIGSTOP_BIT or any(t.pending_mask & _SIGSTOP_BIT for t in threads)
+    if not pending or state not in ("alive", "stopped"):
+        return state, shared, shared_mask, threads
+    threads = [
+        dataclasses.replace(t, pending=_without_sigstop(t.pending), pending_mask=t.pending_mask & ~_SIGSTOP_BIT)
+        for t in threads
+    ]
+    return "stopped", _without_sigstop(shared), shared_mask & ~_SIGSTOP_BIT, threads
+
+
 def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct) -> TaskCommon:
     """The process-level state of thread-group leader ``struct task_struct`` `leader`, and
     every thread (leader first), ids as seen from ``struct pid_namespace`` `pid_ns`."""
@@ -280,6 +305,9 @@ def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct)
         threads = [extract_thread(prog, t, pid_ns) for t in thread_group(leader)]
         if not threads or threads[0].global_tid != leader.pid:
             raise GuestDataError(f"pid {leader.pid}: thread list does not start with the leader")
+    state, shared_queue, shared_mask, threads = consume_pending_sigstop(
+        state, _queued(shared, f"shared_pending of pid {leader.pid}"), sigpending_mask(shared), threads
+    )
     return TaskCommon(
         pid=pid,
         global_pid=leader.pid,
@@ -292,8 +320,8 @@ def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct)
         personality=leader.personality & 0xFFFF_FFFF,
         flags=leader.flags & 0xFFFF_FFFF,
         sigactions=task_sigactions(leader),
-        shared_pending=_queued(shared, f"shared_pending of pid {leader.pid}"),
-        shared_pending_mask=sigpending_mask(shared),
+        shared_pending=shared_queue,
+        shared_pending_mask=shared_mask,
         itimers=signal_itimers(signal),
         posix_timers=signal_posix_timers(signal, pid_ns),
         rlimits=task_rlimits(signal),

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..kernel.core.objects import Pointer, Struct
 
 __all__ = [
+    "Check",
     "DanglingCheck",
     "ExtractContext",
     "Extractor",
@@ -27,6 +28,7 @@ __all__ = [
 _S = TypeVar("_S")
 
 # include/uapi/linux/stat.h
+S_IFMT = 0o170000
 S_IFSOCK = 0o140000
 S_IFLNK = 0o120000
 S_IFREG = 0o100000
@@ -85,6 +87,10 @@ class ExtractContext:
 #: (the reason, e.g. "a vt terminal (/dev/tty1), not a pseudo-terminal") to refuse this file.
 Extractor = Callable[[ExtractContext, OpenFile, "Pointer"], FileState]
 
+#: Why one open file of a kind whose common fields are all CRIU records cannot be saved (an
+#: unlinked file needs a ghost image), or None.
+Check = Callable[[OpenFile], str | None]
+
 #: Given every saved fd of the dumped tree, a check of one fd of one process (with that
 #: process's saved fds) that says why it cannot stay in the dump now that others were left
 #: out (a socket whose peer is gone, an epoll watching a left-out fd), or None.
@@ -102,6 +108,8 @@ class Saved:
     extract: Extractor | None = None
     late: bool = False  # extracted after the process's other fds (it refers to them)
     dangling: DanglingCheck | None = None
+    # for a kind with no state of its own: says why one instance cannot be saved, or None
+    check: Check | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,6 +41,8 @@ def attach_file_states(ctx: ExtractContext, fds: list[Fd], refusals: list[Refusa
         kind = kind_named(fd.file.kind)
         if kind.saved is None:
             refuse(fd, describe(kind, fd.file))
+        elif kind.saved.check is not None and (why := kind.saved.check(fd.file)) is not None:
+            refuse(fd, why)
         elif kind.saved.late:
             late.append(fd)
         elif kind.saved.extract is not None and fd.file.state is None:

@@ -38,6 +38,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     eventpoll.KIND,
     *refused.REFUSED_ANON_KINDS,
     refused.MEMFD,
+    refused.SHMEM,
     refused.ANON,
     regular.KIND,
 )

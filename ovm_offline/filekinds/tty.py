@@ -18,7 +18,7 @@ from ..criu.build.common import F, fown
 from ..criu.build.files import ExtraImage, FileTable
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
-from ..kernel.fs.fdtable import file_inode_ptr
+from ..kernel.fs.fdtable import file_fops_name, file_inode_ptr
 from ..kernel.fs.tty import (
     TTY_EXCLUSIVE,
     TTY_PTY_LOCK,
@@ -27,6 +27,7 @@ from ..kernel.fs.tty import (
     task_ctty,
     tty_driver_name,
     tty_index,
+    tty_input_queued,
     tty_is_pty,
     tty_packet_mode,
     tty_pair_get_tty,
@@ -43,6 +44,7 @@ __all__ = ["KIND", "TtyState", "new_encode_dev", "tty_info"]
 
 TERMIOS_NCC = 19
 PTY_DRIVERS = ("pty-master", "pty-slave")
+HUNG_UP_FOPS = frozenset({"hung_up_tty_fops"})
 
 
 @dataclasses.dataclass
@@ -101,10 +103,23 @@ def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState
 
 
 def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
-    """The `TtyState` of a terminal file; only pseudo-terminals can be saved."""
+    """The `TtyState` of a terminal file; only pseudo-terminals can be saved, and only with no
+    input waiting for their reader (CRIU saves that in tty-data.img, not written here)."""
+    if file_fops_name(file, HUNG_UP_FOPS):
+        # the slave of a pty whose master was closed (or a tty revoked by vhangup): CRIU
+        # restores it through a fake master; images without one fail to restore
+        raise UnsupportedError(f"a terminal that was hung up ({f.identity.path}: its pty master is closed)")
     state = tty_state(file, ctx.task, ctx.pid_ns)
     if state.driver not in PTY_DRIVERS:
         raise UnsupportedError(f"a {state.driver} terminal ({f.identity.path}), not a pseudo-terminal")
+    queued = tty_input_queued(file_tty(file))
+    if queued is None:
+        raise UnsupportedError(f"a pseudo-terminal ({f.identity.path}) under a line discipline other than N_TTY")
+    if queued:
+        raise UnsupportedError(
+            f"a pseudo-terminal ({f.identity.path}) with {queued} byte(s) of input its reader has not read"
+            " (CRIU keeps them in tty-data.img, which ovm-offline does not write yet)"
+        )
     return state
 
 

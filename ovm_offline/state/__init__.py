@@ -9,7 +9,7 @@ as seen inside the dumped tree's PID namespace unless named `global_*`.
 from __future__ import annotations
 
 from .cpu import REGISTER_NAMES, FpuState, Registers, TlsEntry
-from .files import Fd, FileKindName, FileState, FsState, OpenFile, Owner
+from .files import Fd, FileKindName, FileLock, FileLockKind, FileState, FsState, OpenFile, Owner
 from .mm import FileIdentity, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
 from .ns import (
     CgroupDir,
@@ -49,6 +49,8 @@ __all__ = [
     "Fd",
     "FileIdentity",
     "FileKindName",
+    "FileLock",
+    "FileLockKind",
     "FileState",
     "FpuState",
     "FsState",

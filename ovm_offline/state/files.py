@@ -9,7 +9,7 @@ from typing import Literal
 
 from .mm import FileIdentity
 
-__all__ = ["Owner", "FileKindName", "FileState", "OpenFile", "Fd", "FsState"]
+__all__ = ["Owner", "FileKindName", "FileLock", "FileLockKind", "FileState", "OpenFile", "Fd", "FsState"]
 
 
 @dataclasses.dataclass
@@ -48,6 +48,8 @@ FileKindName = Literal[
     "perf",
     "memfd",
     "memfd-secret",
+    "nsfs",
+    "shmem",
     "anon",
 ]
 
@@ -70,6 +72,7 @@ class OpenFile:
     pos: int
     owner: Owner = field(default_factory=Owner)
     state: FileState | None = None
+    locks: list[FileLock] = field(default_factory=list)  # taken through this file, by anyone
 
 
 @dataclasses.dataclass
@@ -84,3 +87,23 @@ class FsState:
     cwd: FileIdentity
     root: FileIdentity
     umask: int
+
+
+FileLockKind = Literal["posix", "ofd", "flock", "lease"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FileLock:
+    """One lock or lease on an inode, as /proc/locks shows it: `type` F_RDLCK (0) or F_WRLCK
+    (1), bytes `start`..`end` inclusive (end OFFSET_MAX: to the end of the file); `file_key`
+    the ``struct file`` it was taken through and `owner_key` its owner (the files_struct of a
+    POSIX lock's process, else the file itself), both by address."""
+
+    kind: FileLockKind
+    type: int
+    flags: int
+    start: int
+    end: int
+    pid: int
+    file_key: int
+    owner_key: int

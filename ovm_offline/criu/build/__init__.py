@@ -27,6 +27,7 @@ from .. import images
 from .cgroup import CRIU_CGROUP, CgroupSets
 from .common import F, NamespaceOut, T, Written
 from .files import FD_CLOEXEC, FileTable, KindWriter
+from .locks import file_lock_entries
 from .mm import ShmemImages, mm_entry, pagemap_entries
 from .ns import NAMESPACE_WRITERS, ObjectIds, timens_entry
 from .task import core
@@ -156,7 +157,7 @@ class _Writer:
             self.written.images += 1
 
     def tail(self) -> None:
-        """What CRIU writes after the tasks: cgroup, IPC namespace, seccomp, timens."""
+        """What CRIU writes after the tasks: cgroup, IPC namespace, file locks, seccomp, timens."""
         dump = self.dump
         cgroup = self.cg_sets.image(self.cg_sets.set_of(dump.processes[0]))
         if cgroup is not None:
@@ -166,6 +167,9 @@ class _Writer:
             state = getattr(dump.namespaces, kind)
             if state is not None:
                 write(state, self.ids.ns(kind, state.inum), out)
+        locks = file_lock_entries(dump.processes)
+        if locks:
+            self.put(images.FILE_LOCKS, locks)
         self.put(images.SECCOMP, [T.seccomp_entry()])
         self.put(images.TIMENS, [timens_entry(dump.monotonic_ns, dump.boottime_ns)], 0)
         if dump.runtime_descriptors is not None:

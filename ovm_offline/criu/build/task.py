@@ -10,6 +10,9 @@ from ...state import REGISTER_NAMES, FpuState, ProcessState, TaskStateName, Thre
 from .cgroup import CRIU_CG_SET
 from .common import T, X
 
+#: include/uapi/asm-generic/siginfo.h: a timer that signals one thread
+SIGEV_THREAD_ID = 4
+
 __all__ = ["TASK_STATES", "core", "creds", "fpregs", "gpregs", "task_core", "thread_core", "thread_info"]
 
 TASK_STATES: dict[TaskStateName, int] = {"alive": 1, "dead": 2, "stopped": 3, "zombie": 6}
@@ -159,7 +162,7 @@ def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> T.task_core_entr
             )
         )
     for pt in proc.posix_timers:
-        timers.posix.add(
+        entry = timers.posix.add(
             it_id=pt.timer_id,
             clock_id=pt.clock_id,
             si_signo=pt.signal,
@@ -170,8 +173,10 @@ def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> T.task_core_entr
             insec=pt.interval_ns % 10**9,
             vsec=pt.value_ns // 10**9,
             vnsec=pt.value_ns % 10**9,
-            notify_thread_id=pt.notify_thread_id,
         )
+        if pt.notify & SIGEV_THREAD_ID:
+            # CRIU names a thread only for SIGEV_THREAD_ID timers (parse_posix_timers)
+            entry.notify_thread_id = pt.notify_thread_id
     for cur, max_ in proc.rlimits:
         tc.rlimits.rlimits.add(cur=cur, max=max_)
     tc.signals_s.SetInParent()

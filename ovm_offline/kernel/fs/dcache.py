@@ -329,6 +329,12 @@ def inode_sb_dev(inode: Pointer | Struct) -> int:
     return sb.s_dev if sb else 0
 
 
+def inode_sb_magic(inode: Pointer | Struct) -> int:
+    """The magic number of a ``struct inode``'s file system (``i_sb->s_magic``: statfs's f_type)."""
+    sb = inode.i_sb
+    return sb.s_magic if sb else 0
+
+
 def kdev_major(dev: int) -> int:
     return dev >> MINORBITS
 

@@ -28,6 +28,7 @@ __all__ = [
     "task_ctty",
     "tty_driver_name",
     "tty_index",
+    "tty_input_queued",
     "tty_is_pty",
     "tty_packet_mode",
     "tty_pair_get_tty",
@@ -51,6 +52,9 @@ PTY_TYPE_MASTER = 0x0001
 # include/linux/tty.h: bit numbers in tty->flags
 TTY_EXCLUSIVE = 3
 TTY_PTY_LOCK = 16
+
+#: drivers/tty/n_tty.c: the size of an N_TTY read buffer
+N_TTY_BUF_SIZE = 4096
 
 # include/uapi/linux/major.h
 TTYAUX_MAJOR = 5
@@ -213,3 +217,60 @@ def tty_driver_name(tty: Pointer | Struct, rdev: int) -> str:
     if t == _enum(prog, "tty_driver_type", "TTY_DRIVER_TYPE_SYSTEM", TTY_DRIVER_TYPE_SYSTEM):
         return "system"
     return "other"
+
+
+#: tty_buffers a port's flip buffer chain holds at most: its memory limit (TTYB_DEFAULT_MEM_LIMIT,
+#: 640 KiB) over the smallest buffer (256 bytes), with room to spare
+MAX_TTY_BUFFERS = 1 << 12
+
+
+def _n_tty_unread(tty: Struct) -> int | None:
+    """Bytes the N_TTY line discipline of a ``struct tty_struct`` holds that no read() has taken
+    (``read_head - read_tail`` of its ``struct n_tty_data``); None under another discipline."""
+    prog = tty.prog_
+    ldisc = tty.ldisc
+    if not ldisc or not prog.has_symbol("n_tty_ops"):
+        return None
+    if int(ldisc.ops) != prog.symbol_address("n_tty_ops"):
+        return None
+    data = tty.disc_data
+    if not data:
+        return 0
+    ldata = prog.struct("n_tty_data", int(data))
+    unread = (ldata.read_head - ldata.read_tail) & 0xFFFF_FFFF_FFFF_FFFF
+    if unread > N_TTY_BUF_SIZE:
+        raise GuestDataError(f"n_tty_data at 0x{int(data):x} holds {unread} bytes, more than its {N_TTY_BUF_SIZE}")
+    return int(unread)
+
+
+def _port_unflushed(tty: Struct) -> int:
+    """Bytes a ``struct tty_struct``'s port has received into its flip buffers and not yet
+    passed to the line discipline (``commit - read`` of each ``struct tty_buffer``)."""
+    port = tty.port
+    if not port:
+        return 0
+    head = port.buf.head
+    total, seen = 0, set[int]()
+    while head:
+        addr = int(head)
+        if addr in seen or len(seen) >= MAX_TTY_BUFFERS:
+            raise GuestDataError(f"tty_port at 0x{int(port):x}: its flip buffer chain loops or is too long")
+        seen.add(addr)
+        b = head.deref()
+        pending = b.commit - b.read
+        if pending < 0 or pending > b.size:
+            raise GuestDataError(f"tty_buffer at 0x{addr:x}: read {b.read} past commit {b.commit}")
+        total += pending
+        head = b.next
+    return total
+
+
+def tty_input_queued(tty: Pointer | Struct) -> int | None:
+    """Bytes a ``struct tty_struct`` has received that its reader has not read yet: in its port's
+    flip buffers and in its N_TTY line discipline (what FIONREAD would count once flushed);
+    None when its line discipline is not N_TTY (its queue cannot be read here)."""
+    t = tty.deref() if isinstance(tty, Pointer) else tty
+    unread = _n_tty_unread(t)
+    if unread is None:
+        return None
+    return unread + _port_unflushed(t)

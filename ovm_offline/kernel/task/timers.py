@@ -287,11 +287,14 @@ def _k_itimer_sigev(timer: Struct) -> tuple[int, int]:
     return timer.it_sigev_signo, int(timer.it_sigev_value.sival_ptr)
 
 
-def _k_itimer_expires(timer: Struct) -> int:
+def _k_itimer_remaining(timer: Struct) -> int:
+    """Expiry minus now of a ``struct k_itimer``, in ns. A relative CLOCK_REALTIME timer is
+    armed on the CLOCK_MONOTONIC hrtimer base (common_hrtimer_arm: "Posix magic"), so the
+    timer's own base says which clock its expiry counts, not ``it_clock``."""
     clock = timer.it_clock
     if clock in (CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM):
-        return timer.it.alarm.alarmtimer.node.expires
-    return hrtimer_expires(timer.it.real.timer)
+        return int(timer.it.alarm.alarmtimer.node.expires) - clock_now(timer.prog_, clock)
+    return hrtimer_remaining(timer.it.real.timer)
 
 
 def k_itimer_state(timer: Struct, pid_ns: Pointer | Struct) -> PosixTimer:
@@ -312,7 +315,7 @@ def k_itimer_state(timer: Struct, pid_ns: Pointer | Struct) -> PosixTimer:
     sig_none = notify & ~SIGEV_THREAD_ID == SIGEV_NONE
     value = 0
     if interval or timer.it_active or sig_none:
-        remaining = _k_itimer_expires(timer) - clock_now(timer.prog_, clock)
+        remaining = _k_itimer_remaining(timer)
         if interval > 0 and remaining <= 0 and (timer.it_requeue_pending & REQUEUE_PENDING or sig_none):
             # timer_get forwards a periodic timer whose signal is still queued past now
             remaining += ((-remaining) // interval + 1) * interval

@@ -1,0 +1,194 @@
+/* cflags: */
+/* hazards - one child per piece of state that CRIU's zdtm tests check and that a dump must
+ * either save or refuse by name (never write as something else). Each child sets up its
+ * piece, then waits in sigsuspend(); the root waits too.
+ *
+ *   unlinked  a file written, then unlinked while held open          (zdtm unlink_fstat00)
+ *   deadcwd   its cwd a directory removed after chdir                (zdtm cwd01)
+ *   proccwd   its cwd /proc/PID of a grandchild that has since exited (zdtm unhashed_proc)
+ *   nsfd      an fd on /proc/self/ns/net                             (zdtm proc-self)
+ *   shmemfd   an fd of a MAP_SHARED|MAP_ANONYMOUS mapping opened through
+ *             /proc/self/map_files and written, the mapping gone      (zdtm shmemfd)
+ *   ptyqueue  both ends of a pty, 7 bytes written to the master and not read (zdtm pty02)
+ *   ptyorphan two fds on a pty slave whose master is closed               (zdtm pty04)
+ *
+ * Files live in /run/ovm/hazards/. No golden images: this tree is for a dump's refusals.
+ *
+ * READY line:  READY root=R unlinked=P deadcwd=P proccwd=P nsfd=P shmemfd=P ptyqueue=P
+ *              ptyorphan=P
+ * CHECK line:  CHECK OK children=7 (every child still alive)
+ *
+ * File locks and leases are the locks workload's (saved with --file-locks).
+ */
+#include "common.h"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+static const char *dir;
+
+static int create_file(const char *name, const char *text)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write_full(fd, text, strlen(text)) < 0)
+		setup_fail("create %s", path);
+	return fd;
+}
+
+static void unlinked(void)
+{
+	create_file("unlinked", "a file unlinked while open\n");
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/unlinked", dir);
+	if (unlink(path) < 0)
+		setup_fail("unlink");
+}
+
+static void deadcwd(void)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/deadcwd", dir);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		setup_fail("mkdir deadcwd");
+	if (chdir(path) < 0 || rmdir(path) < 0)
+		setup_fail("chdir/rmdir deadcwd");
+}
+
+static void proccwd(void)
+{
+	pid_t gc = fork();
+	if (gc < 0)
+		setup_fail("fork grandchild");
+	if (gc == 0) {
+		for (;;)
+			pause();
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d", (int)gc);
+	if (chdir(path) < 0)
+		setup_fail("chdir %s", path);
+	kill(gc, SIGKILL);
+	while (waitpid(gc, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+static void nsfd(void)
+{
+	if (open("/proc/self/ns/net", O_RDONLY) < 0)
+		setup_fail("open /proc/self/ns/net");
+}
+
+static void shmemfd(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *addr = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (addr == MAP_FAILED)
+		setup_fail("mmap shared anonymous");
+	char path[128];
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)addr,
+		 (unsigned long)addr + (unsigned long)page);
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		setup_fail("open %s", path);
+	if (ftruncate(fd, 0) < 0 || munmap(addr, (size_t)page) < 0 || write(fd, "hello", 5) != 5)
+		setup_fail("shmemfd write");
+}
+
+static int open_pty(int *slave)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY);
+	if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0)
+		setup_fail("posix_openpt");
+	char *name = ptsname(master);
+	if (!name)
+		setup_fail("ptsname");
+	*slave = open(name, O_RDWR | O_NOCTTY);
+	if (*slave < 0)
+		setup_fail("open %s", name);
+	return master;
+}
+
+static void ptyqueue(void)
+{
+	int slave;
+	int master = open_pty(&slave);
+	if (write(master, "queued\n", 7) != 7)
+		setup_fail("write to pty master");
+}
+
+static void ptyorphan(void)
+{
+	int slave;
+	int master = open_pty(&slave);
+	char *name = ptsname(master);
+	if (!name || open(name, O_RDWR | O_NOCTTY) < 0) /* a second fd on the slave */
+		setup_fail("reopen slave");
+	close(master);
+}
+
+static const struct {
+	const char *name;
+	void (*setup)(void);
+} hazards[] = {
+	{ "unlinked", unlinked }, { "deadcwd", deadcwd },   { "proccwd", proccwd },     { "nsfd", nsfd },
+	{ "shmemfd", shmemfd },   { "ptyqueue", ptyqueue }, { "ptyorphan", ptyorphan },
+};
+#define NHAZARDS ((int)(sizeof(hazards) / sizeof(hazards[0])))
+
+int main(void)
+{
+	setsid();
+	dir = work_dir("hazards");
+	sigset_t blocked, waitmask;
+	usr1_setup(&blocked, &waitmask, NULL);
+
+	pid_t pids[NHAZARDS];
+	int ready[2];
+	if (pipe(ready) < 0)
+		setup_fail("pipe");
+	for (int i = 0; i < NHAZARDS; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0)
+			setup_fail("fork %s", hazards[i].name);
+		if (pids[i] == 0) {
+			close(ready[0]);
+			hazards[i].setup();
+			char ok = 1;
+			if (write(ready[1], &ok, 1) != 1)
+				_exit(1);
+			close(ready[1]);
+			for (;;)
+				sigsuspend(&waitmask);
+		}
+	}
+	close(ready[1]);
+	for (int i = 0; i < NHAZARDS; i++) {
+		char ok;
+		if (read_full(ready[0], &ok, 1) < 0)
+			setup_fail("a hazard child failed its set-up (see its SETUP FAIL line)");
+	}
+	close(ready[0]);
+
+	char line[1024] = "READY root=";
+	append(line, sizeof(line), "%d", (int)getpid());
+	for (int i = 0; i < NHAZARDS; i++)
+		append(line, sizeof(line), " %s=%d", hazards[i].name, (int)pids[i]);
+	say("%s", line);
+
+	for (;;) {
+		block_set(&blocked);
+		while (!usr1_flag)
+			sigsuspend(&waitmask);
+		usr1_flag = 0;
+		int alive = 0;
+		for (int i = 0; i < NHAZARDS; i++)
+			alive += kill(pids[i], 0) == 0;
+		if (alive == NHAZARDS)
+			say("CHECK OK children=%d", alive);
+		else
+			say("CHECK FAIL only %d of %d children alive", alive, NHAZARDS);
+	}
+}
