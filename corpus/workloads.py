@@ -260,6 +260,22 @@ _STOPPED = {
             " file_locks, file_lease00); saved only with --file-locks, as criu does",
         ),
         Workload(
+            "seccomp",
+            "seccomp",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="seccomp filters: the root under one, its child's main thread under two (one logging),"
+            " its worker thread under one (zdtm seccomp_filter); each makes one call fail with its own errno",
+        ),
+        Workload(
+            "zombies",
+            "zombies",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="three children ended and not yet waited for: exited 7, killed by SIGTERM, and a"
+            " process-group leader (zdtm zombie00, zombie01); the check reaps each and wants its status",
+        ),
+        Workload(
             "hazards",
             "hazards",
             root_key="root",
@@ -396,6 +412,8 @@ STANDARD = (
     "evfds",
     "sigstate",
     "locks",
+    "seccomp",
+    "zombies",
     "hazards",
     "inet",
     "inet-established",

@@ -112,8 +112,15 @@ def dumpable_refusal(task: Struct) -> Refusal | None:
     pid, comm = task.pid, task_comm(task)
     if is_kthread(task):
         why = f"PID {pid} ({comm}) is a kernel thread; only user processes can be dumped"
-    elif task.exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
-        why = f"PID {pid} ({comm}) is a zombie; there is nothing left to restore"
+    elif task.exit_state & EXIT_DEAD:
+        why = f"PID {pid} ({comm}) is being reaped by its parent; it has no state left to save"
+    elif task.exit_state & EXIT_ZOMBIE:
+        if task.signal and task.signal.live.counter:
+            # the leader of a thread group whose other threads run on: /proc says Z, and criu's
+            # seize refuses it as a zombie with threads
+            why = f"PID {pid} ({comm}) is a thread-group leader that has exited while its other threads run"
+        else:
+            return None  # saved as criu saves a zombie: its exit status, for its parent to wait for
     elif not task.mm:
         why = f"PID {pid} ({comm}) has no memory map"
     else:
@@ -160,6 +167,15 @@ def process_fds(
     return filekinds.attach_file_states(ctx, fds, refusals)
 
 
+def extract_zombie(prog: Program, task: Struct, pid_ns: Pointer | Struct, parent: ProcessState) -> ProcessState:
+    """A ProcessState of a zombie: what criu saves of one (its comm and exit status), with its
+    parent's namespaces and cgroup, where restore makes it (it has left its own)."""
+    common = extract_task_common(prog, task, pid_ns)
+    return ProcessState(
+        **common.as_kwargs(), mm=None, fds=[], fs=None, namespaces=parent.namespaces, cgroup=parent.cgroup
+    )
+
+
 def extract_process(
     prog: Program, task: Struct, pid_ns: Pointer | Struct, shared: TreeObjects, refusals: list[Refusal]
 ) -> ProcessState:
@@ -200,7 +216,7 @@ def cgroup_dirs(
     namespace of their own are refused with the tree's namespaces (extract/namespaces.py)."""
     dirs: dict[str, CgroupDir] = {}
     for task, proc in zip(tree, processes):
-        if proc.cgroup == build.CRIU_CGROUP or proc.cgroup in dirs:
+        if proc.cgroup == build.CRIU_CGROUP or proc.cgroup in dirs or proc.task_state == "zombie":
             continue
         d = task_cgroup_dir(prog, task)
         if d is not None:
@@ -241,11 +257,22 @@ def extract_tree(prog: Program, root: Struct, *, save_locks: bool = False) -> Ex
         raise GuestDataError(f"PID {root.pid} has no PID namespace (it is exiting)")
     shared = TreeObjects()
     processes: list[ProcessState] = []
+    if tree[0].exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
+        refusals.append(Refusal(root.pid, task_comm(root), f"PID {root.pid} ({task_comm(root)}) has exited"))
+    by_pid: dict[int, ProcessState] = {}
     for task in tree:
         if any(r.pid == task.pid for r in refusals):
             continue
         try:
-            processes.append(extract_process(prog, task, pid_ns, shared, refusals))
+            if task.exit_state & EXIT_ZOMBIE:
+                parent = by_pid.get(int(task.real_parent.deref().tgid))
+                if parent is None:
+                    raise GuestDataError(f"zombie PID {task.pid}'s parent is not in the dumped tree")
+                proc = extract_zombie(prog, task, pid_ns, parent)
+            else:
+                proc = extract_process(prog, task, pid_ns, shared, refusals)
+            processes.append(proc)
+            by_pid[task.pid] = proc
         except UnsupportedError as e:
             refusals.append(Refusal(task.pid, task_comm(task), str(e), moment=isinstance(e, MomentError)))
     if len(processes) < len(tree):
@@ -255,7 +282,11 @@ def extract_tree(prog: Program, root: Struct, *, save_locks: bool = False) -> Ex
     refusals += file_lock_refusals(processes, save_locks)
     root_namespaces = namespace_ids(prog["init_task"])
     containers = functools.cache(lambda: runc_containers(prog))  # searched once, if at all
-    namespaces, ns_refusals = tree_namespaces(prog, tree, processes, shared.shmem, containers)
+    # zombies have left their namespaces: they are restored in their parents'
+    living = [(t, p) for t, p in zip(tree, processes) if p.task_state != "zombie"]
+    namespaces, ns_refusals = tree_namespaces(
+        prog, [t for t, _ in living], [p for _, p in living], shared.shmem, containers
+    )
     before_namespaces = len(refusals)
     refusals += [Refusal(r.pid, r.comm, r.why) for r in ns_refusals]
     refusals += mount_namespace_refusals(processes[0], namespaces.mnt)
@@ -303,6 +334,7 @@ def dump(
     stats = PagesStats()
 
     def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
+        assert proc.mm is not None  # the writer writes no pages for a zombie
         with writing_output(path), open(path, "wb") as out:
             runs = write_pages(source, proc.mm, out, stats)
         if progress:
@@ -325,9 +357,9 @@ def dump(
         pages=stats.pages,
         page_bytes=stats.bytes,
         files=written.files,
-        swapped_pages=sum(p.mm.swapped_pages for p in processes)
+        swapped_pages=sum(p.mm.swapped_pages for p in processes if p.mm)
         + sum(shm.swapped_pages for shm in shared.shmem.values()),
-        zero_pages=sum(p.mm.zero_pages for p in processes),
+        zero_pages=sum(p.mm.zero_pages for p in processes if p.mm),
         seconds=time.monotonic() - started,
         directory=Path(directory),
         skipped=tuple(str(r) for r in skipped),

@@ -163,7 +163,7 @@ def mount_namespace_refusals(root: ProcessState, ns: MountNamespaceState | None)
 
 
 _LOCK_TYPES = {0: "read", 1: "write", 2: "unlock"}
-_FLOCK_TYPES = {0: "shared", 1: "exclusive"}
+_FLOCK_TYPES = {0: "a shared", 1: "an exclusive"}
 # include/linux/filelock.h: a lease being broken (someone's open waits for it)
 _LEASE_BREAKING = 256 | 512
 
@@ -174,7 +174,7 @@ def _lock_text(lock: FileLock, path: str) -> str:
     if lock.kind == "lease":
         return f"a {_LOCK_TYPES.get(lock.type, str(lock.type))} lease on {path}"
     if lock.kind == "flock":
-        return f"a {_FLOCK_TYPES.get(lock.type, str(lock.type))} flock on {path}"
+        return f"{_FLOCK_TYPES.get(lock.type, f'a type {lock.type}')} flock on {path}"
     end = "EOF" if lock.end >= (1 << 63) - 1 else str(lock.end)
     noun = "a POSIX" if lock.kind == "posix" else "an OFD"
     return f"{noun} {_LOCK_TYPES.get(lock.type, str(lock.type))} lock on bytes {lock.start}-{end} of {path}"

@@ -19,7 +19,8 @@ from tests.support.cli import dump_from, ovm, tree_digest
 KERNELS = list(kernels.KERNELS)
 # every standard workload: single processes, threads, process trees with pipes, a container (with a
 # UTS namespace of its own too), IPC of every kind the corpus has (FIFOs, UNIX sockets, shared and
-# System V memory, eventfd/signalfd/timerfd/epoll), IPv4/IPv6 TCP listeners and UDP sockets, and a
+# System V memory, eventfd/signalfd/timerfd/epoll), a stopped child with a SIGSTOP pending and POSIX
+# timers on every clock, seccomp filters, zombies, IPv4/IPv6 TCP listeners and UDP sockets, and a
 # container runc made (its golden images are `runc checkpoint`'s, restored with `runc restore`),
 # with a user namespace, and with TCP connections over its loopback
 WORKLOADS = [
@@ -38,6 +39,8 @@ WORKLOADS = [
     "sysvshm",
     "evfds",
     "sigstate",
+    "seccomp",
+    "zombies",
     "inet",
     "runc",
     "runc-userns",

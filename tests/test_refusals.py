@@ -10,7 +10,7 @@ from ovm_offline.refusals import Refusal, decide
 from tests.support.cli import ovm
 
 ON_ITS_WAY = Refusal(10000, "srv", "PID 10000 (srv) thread 10001 is inside read(): it is runnable there", moment=True)
-ZOMBIE = Refusal(10002, "kid", "PID 10002 (kid) is a zombie; there is nothing left to restore")
+ZOMBIE = Refusal(10002, "kid", "PID 10002 (kid) is being reaped by its parent; it has no state left to save")
 SOCKET = Refusal.open_file(10000, "srv", 4, "an IPv4 TCP socket in state SYN_SENT")
 
 

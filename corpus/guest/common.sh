@@ -15,7 +15,8 @@ group_pids() { procfacts group "$1"; }
 
 wait_stopped() {
     i=0
-    while group_tasks "$1" | grep -qv '^T$'; do
+    # a zombie (Z) has ended: it cannot stop, and stays as it is
+    while group_tasks "$1" | grep -qv '^[TZ]$'; do
         i=$((i + 1)); [ $i -gt 100 ] && fail "workload did not stop: $(group_tasks "$1" | tr '\n' ' ')"
         sleep 0.1
     done

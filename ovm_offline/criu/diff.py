@@ -50,6 +50,7 @@ from .diff_rules import (
     NAME_ID_CLASS,
     NESTED_KEYS,
     VMA_FILE_MAPPED,
+    ZOMBIE_IGNORES,
     IgnoreRule,
 )
 from .images import ImageDir, ImageKind
@@ -216,13 +217,15 @@ class DiffResult:
 
 
 class _Collector:
-    def __init__(self, ignore: Sequence[IgnoreRule]):
+    def __init__(self, ignore: Sequence[IgnoreRule], zombies: frozenset[str] = frozenset()):
         self.result = DiffResult()
         self.ignore = ignore
+        self.zombies = zombies  # entry labels ("pid=N") of zombies: ZOMBIE_IGNORES apply there too
 
     def add(self, image: str, entry: str, path: str, ours: Any, theirs: Any) -> None:
         d = Difference(image, entry, path, ours, theirs)
-        for rule in self.ignore:
+        rules = [*self.ignore, *ZOMBIE_IGNORES] if entry in self.zombies else self.ignore
+        for rule in rules:
             if rule.matches(path):
                 self.result.ignored.append((d, rule))
                 return
@@ -315,6 +318,8 @@ def _summary(entry: Any) -> Any:
 # Fields of struct rseq the kernel rewrites on return to user space: cpu_id_start and
 # cpu_id at 0..8, node_id and mm_cid at 20..28 (6.3+)
 RSEQ_KERNEL_FIELDS = ((0, 8), (20, 28))
+#: task_core_entry.task_state of a zombie (criu's TASK_DEAD)
+TASK_DEAD = 2
 
 
 def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
@@ -418,6 +423,17 @@ def _compare_archives(c: _Collector, cname: str, ours: bytes, theirs: bytes) -> 
                 c.add(cname, member, f"tmpfs-dev.{name}", fo.get(name), ft.get(name))
 
 
+def _zombie_entries(d: ImageDir) -> frozenset[str]:
+    """The pstree entry labels of the processes whose core says TASK_DEAD (criu's zombies)."""
+    pstree = d.get(images.PSTREE)
+    zombies = set()
+    for e in pstree.entries if pstree is not None else []:
+        core = d.entry(images.CORE, e.pid)
+        if core is not None and core.HasField("tc") and core.tc.task_state == TASK_DEAD:
+            zombies.add(f"pid={e.pid}")
+    return frozenset(zombies)
+
+
 def diff_dirs(
     ours: str | Path | ImageDir, theirs: str | Path | ImageDir, ignore: Sequence[IgnoreRule] = DEFAULT_IGNORES
 ) -> DiffResult:
@@ -426,7 +442,7 @@ def diff_dirs(
     dt = theirs if isinstance(theirs, ImageDir) else ImageDir(theirs)
     ids_o, ids_t = IdMap.build(do), IdMap.build(dt)
     names_o, names_t = _canonical_names(do, ids_o), _canonical_names(dt, ids_t)
-    c = _Collector(ignore)
+    c = _Collector(ignore, _zombie_entries(dt))
     for cname in list(names_t) + [n for n in names_o if n not in names_t]:
         no, nt = names_o.get(cname), names_t.get(cname)
         if no is None or nt is None:

@@ -23,6 +23,7 @@ __all__ = [
     "NAME_ID_CLASS",
     "NESTED_KEYS",
     "VMA_FILE_MAPPED",
+    "ZOMBIE_IGNORES",
 ]
 
 
@@ -136,6 +137,16 @@ NAME_ID_CLASS = {
 
 # How the entries of a multi-entry image are paired up: by this field (after id
 # canonicalisation) rather than by position. Nested lists likewise, by path.
+#: Fields of a zombie's entries (a process whose core says TASK_DEAD) that may differ besides
+#: DEFAULT_IGNORES.
+ZOMBIE_IGNORES: tuple[IgnoreRule, ...] = (
+    IgnoreRule(
+        "pstree.threads",
+        "criu dump writes a zombie's one thread id from memory its seize never filled (it reads no threads"
+        " of a zombie); restore does not read it",
+    ),
+)
+
 ENTRY_KEYS = {"files": "id", "fdinfo": "fd", "pstree": "pid", "mountpoints": "mnt_id", "tty-info": "id",
               "pipes-data": "pipe_id", "fifo-data": "pipe_id"}  # fmt: skip
 NESTED_KEYS = {"mm.vmas": "start", "cgroup.sets": "id"}

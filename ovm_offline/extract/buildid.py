@@ -48,8 +48,9 @@ def attach_build_ids(prog: Program, task: Struct, proc: ProcessState) -> None:
             cache[key] = inode_build_id(prog, inode) if inode is not None else None
         identity.build_id = cache[key]
 
-    fill(proc.mm.exe_file)
-    for vma in proc.mm.vmas:
-        fill(vma.file)
+    if proc.mm is not None:
+        fill(proc.mm.exe_file)
+        for vma in proc.mm.vmas:
+            fill(vma.file)
     for fd in proc.fds:
         fill(fd.file.identity)

@@ -34,6 +34,7 @@ from ..kernel.cpu.regs import task_tls, task_user_regs
 from ..kernel.task.cred import SECCOMP_MODE_FILTER, task_credentials, task_loginuid, task_seccomp_mode
 from ..kernel.task.pid import pid_nr_ns, task_pgid, task_pid_ptr, task_sid, task_tgid_ptr
 from ..kernel.task.sched import task_nice, task_policy, task_rt_priority
+from ..kernel.task.seccomp import task_seccomp_filters
 from ..kernel.task.signal import (
     sigpending_mask,
     sigpending_queue,
@@ -171,6 +172,7 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
     rseq, regs = rseq_fixup(task, task_rseq(task), regs)
     sas_sp, sas_size, sas_flags = task_sigaltstack(task)
     pending = task_pending(task)
+    seccomp_mode = task_seccomp_mode(task)
     return ThreadState(
         tid=tid,
         global_tid=task.pid,
@@ -193,22 +195,12 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
         sched_nice=task_nice(task),
         sched_prio=task_rt_priority(task),
         creds=task_credentials(task),
-        seccomp_mode=_seccomp_mode(task),
+        seccomp_mode=seccomp_mode,
+        seccomp_filters=task_seccomp_filters(task) if seccomp_mode == SECCOMP_MODE_FILTER else [],
         syscall_restarted=outcome.rewritten,
         user_writes=list(outcome.user_writes),
         pdeath_signal=task.pdeath_signal,
     )
-
-
-def _seccomp_mode(task: Struct) -> int:
-    mode = task_seccomp_mode(task)
-    if mode == SECCOMP_MODE_FILTER:
-        # CRIU saves the filters' BPF programs (seccomp.img); restored without them, the
-        # process would run unconfined
-        raise UnsupportedError(
-            f"thread {task.pid} ({task_comm(task)}) runs under seccomp filters, which ovm-offline cannot save yet"
-        )
-    return mode
 
 
 def _robust_list_head_size(prog: Program) -> int:

@@ -29,7 +29,7 @@ from .ns import (
     UtsNamespaceState,
 )
 from .process import ProcessState, TaskStateName
-from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SigAction, ThreadState
+from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SeccompFilter, SigAction, ThreadState
 
 __all__ = [
     "CgroupNamespaceState",
@@ -71,6 +71,7 @@ __all__ = [
     "Registers",
     "Rseq",
     "SharedMemory",
+    "SeccompFilter",
     "SigAction",
     "ThreadState",
     "TlsEntry",

@@ -37,11 +37,11 @@ class ProcessState:
     oom_score_adj: int
     loginuid: int
     child_subreaper: bool
-    threads: list[ThreadState]  # the leader first
-    mm: MmState
+    threads: list[ThreadState]  # the leader first; none for a zombie
+    mm: MmState | None  # None for a zombie, as fs: it has left them
     fds: list[Fd]
-    fs: FsState
-    namespaces: NamespaceIds
+    fs: FsState | None
+    namespaces: NamespaceIds  # a zombie's are its parent's (it has left its own)
     cgroup: str  # v2 path
     # identities of kernel objects shared between tasks (mm, files, fs, sighand): equal keys
     # mean shared objects; CRIU's ids image numbers them

@@ -9,7 +9,7 @@ from dataclasses import field
 from .cpu import FpuState, Registers, TlsEntry
 from .mm import UserWrite
 
-__all__ = ["SigAction", "QueuedSignal", "Credentials", "Itimer", "PosixTimer", "Rseq", "ThreadState"]
+__all__ = ["SigAction", "QueuedSignal", "Credentials", "Itimer", "PosixTimer", "Rseq", "SeccompFilter", "ThreadState"]
 
 
 @dataclasses.dataclass
@@ -23,6 +23,17 @@ class SigAction:
 @dataclasses.dataclass
 class QueuedSignal:
     siginfo: bytes  # 128 bytes, the kernel's siginfo as CRIU stores it
+
+
+@dataclasses.dataclass(frozen=True)
+class SeccompFilter:
+    """One ``struct seccomp_filter``: its address (`key`, shared by the threads under it), its
+    classic BPF program as the process installed it (8 bytes per instruction), and whether it
+    logs (SECCOMP_FILTER_FLAG_LOG)."""
+
+    key: int
+    program: bytes
+    log: bool
 
 
 @dataclasses.dataclass
@@ -98,6 +109,8 @@ class ThreadState:
     sched_prio: int
     creds: Credentials
     seccomp_mode: int
+    #: the filters of SECCOMP_MODE_FILTER, newest first (the chain from task->seccomp.filter)
+    seccomp_filters: list[SeccompFilter] = field(default_factory=list)
     syscall_restarted: bool = False  # registers were rewritten so the interrupted syscall restarts
     pdeath_signal: int = 0  # prctl(PR_SET_PDEATHSIG); CRIU stores it only when nonzero
     #: what the kernel writes into the process as it ends the call the thread sleeps in

@@ -30,7 +30,8 @@ from .files import FD_CLOEXEC, FileTable, KindWriter
 from .locks import file_lock_entries
 from .mm import ShmemImages, mm_entry, pagemap_entries
 from .ns import NAMESPACE_WRITERS, ObjectIds, timens_entry
-from .task import core
+from .seccomp import seccomp_plan
+from .task import core, zombie_core
 
 __all__ = ["CRIU_CGROUP", "DumpSet", "PagesWriter", "ShmemPagesWriter", "Written", "write_dump"]
 
@@ -87,6 +88,7 @@ class _Writer:
         self.cg_sets = CgroupSets(dump.cgroups, cgns.root if cgns is not None else None)
         self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
         self.shmem = ShmemImages(directory, self.files, self.next_pages_id, write_shmem_pages, self.written)
+        self.seccomp = seccomp_plan(dump.processes)
 
     def put(self, kind: images.ImageKind, entries: Sequence[Message], image_id: int | None = None) -> None:
         images.write_image(self.directory / kind.filename(image_id), kind, list(entries))
@@ -109,17 +111,24 @@ class _Writer:
         )
         self.put(images.INVENTORY, [inventory])
         pstree = [
-            T.pstree_entry(pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid, threads=[t.tid for t in p.threads])
+            # a zombie's /proc/PID/task lists its leader alone
+            T.pstree_entry(
+                pid=p.pid, ppid=p.ppid, pgid=p.pgid, sid=p.sid, threads=[t.tid for t in p.threads] or [p.pid]
+            )
             for p in self.dump.processes
         ]
         self.put(images.PSTREE, pstree)
 
     def process(self, proc: ProcessState, write_pages: PagesWriter) -> None:
-        """ids, core of every thread, mm, pagemap and pages, fdinfo and fs of one process."""
+        """ids, core of every thread, mm, pagemap and pages, fdinfo and fs of one process; of a
+        zombie, only its core (criu's dump_one_zombie)."""
+        if proc.mm is None or proc.fs is None:
+            self.put(images.CORE, [zombie_core(proc)], proc.pid)
+            return
         cg_set = self.cg_sets.set_of(proc)
         self.put(images.IDS, [self.ids.task_ids(proc)], proc.pid)
         for thread in proc.threads:
-            self.put(images.CORE, [core(proc, thread, cg_set)], thread.tid)
+            self.put(images.CORE, [core(proc, thread, cg_set, self.seccomp.of(thread))], thread.tid)
         self.put(images.MM, [mm_entry(proc.mm, self.files, self.shmem)], proc.pid)
 
         pages_id = self.next_pages_id()
@@ -170,7 +179,7 @@ class _Writer:
         locks = file_lock_entries(dump.processes)
         if locks:
             self.put(images.FILE_LOCKS, locks)
-        self.put(images.SECCOMP, [T.seccomp_entry()])
+        self.put(images.SECCOMP, [T.seccomp_entry(seccomp_filters=self.seccomp.filters)])
         self.put(images.TIMENS, [timens_entry(dump.monotonic_ns, dump.boottime_ns)], 0)
         if dump.runtime_descriptors is not None:
             # runc's own file beside the images (json.Marshal's compact form), not an image

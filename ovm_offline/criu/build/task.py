@@ -84,7 +84,7 @@ def creds(thread: ThreadState) -> T.creds_entry:
     )
 
 
-def thread_core(thread: ThreadState, leader: bool) -> T.thread_core_entry:
+def thread_core(thread: ThreadState, leader: bool, seccomp: tuple[int, int | None]) -> T.thread_core_entry:
     tcore = T.thread_core_entry(
         futex_rla=thread.robust_list,
         futex_rla_len=thread.robust_list_len,
@@ -111,8 +111,11 @@ def thread_core(thread: ThreadState, leader: bool) -> T.thread_core_entry:
         )
         if thread.rseq.cs_pointer:
             tcore.rseq_entry.rseq_cs_pointer = thread.rseq.cs_pointer
-    if thread.seccomp_mode:
-        tcore.seccomp_mode = cast(Any, thread.seccomp_mode)  # an enum field takes its int
+    mode, filter_index = seccomp
+    if mode:
+        tcore.seccomp_mode = cast(Any, mode)  # an enum field takes its int
+    if filter_index is not None:
+        tcore.seccomp_filter = filter_index
     if thread.pdeath_signal:
         tcore.pdeath_sig = thread.pdeath_signal
     return tcore
@@ -195,11 +198,26 @@ def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> T.task_core_entr
     return tc
 
 
-def core(proc: ProcessState, thread: ThreadState, cg_set: int = CRIU_CG_SET) -> T.core_entry:
+def core(
+    proc: ProcessState,
+    thread: ThreadState,
+    cg_set: int = CRIU_CG_SET,
+    seccomp: tuple[int, int | None] | None = None,
+) -> T.core_entry:
+    """A thread's core image; `seccomp` is its (mode, index in seccomp.img) as the dump's
+    seccomp plan gives it (its own mode and no filter when None)."""
     leader = thread is proc.threads[0]
-    entry = T.core_entry(
-        mtype=T.core_entry.X86_64, thread_info=thread_info(thread), thread_core=thread_core(thread, leader)
-    )
+    tcore = thread_core(thread, leader, seccomp if seccomp is not None else (thread.seccomp_mode, None))
+    entry = T.core_entry(mtype=T.core_entry.X86_64, thread_info=thread_info(thread), thread_core=tcore)
     if leader:
         entry.tc.CopyFrom(task_core(proc, cg_set))
     return entry
+
+
+def zombie_core(proc: ProcessState) -> T.core_entry:
+    """A zombie's core image: criu writes its comm and exit status (the wait status its parent
+    will reap), with task_state TASK_DEAD, and nothing of threads (core_entry_alloc(0, 1))."""
+    tc = T.task_core_entry(
+        task_state=TASK_STATES["dead"], exit_code=proc.exit_code, personality=0, flags=0, blk_sigset=0, comm=proc.comm
+    )
+    return T.core_entry(mtype=T.core_entry.X86_64, tc=tc)
