@@ -268,6 +268,21 @@ _STOPPED = {
             " its worker thread under one (zdtm seccomp_filter); each makes one call fail with its own errno",
         ),
         Workload(
+            "memfd",
+            "memfd",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="memfds held open (sealed, dup'ed; mapped too) and a shared anonymous mapping's file"
+            " opened through map_files (zdtm memfd00, memfd01, shmemfd)",
+        ),
+        Workload(
+            "nsfiles",
+            "nsfiles",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="namespace files held open: /proc/self/ns/net, uts, ipc and mnt (zdtm proc-self)",
+        ),
+        Workload(
             "zombies",
             "zombies",
             root_key="pid",
@@ -281,8 +296,8 @@ _STOPPED = {
             root_key="root",
             golden=False,
             description="a child per state zdtm checks that a dump must save or refuse by name: an unlinked"
-            " open file, a removed cwd, a cwd in an exited process's /proc dir, an nsfs fd, a shared anonymous"
-            " mapping's fd, a pty with queued input, a pty slave without its master",
+            " open file, a removed cwd, a cwd in an exited process's /proc dir, an nsfs fd, a pty with queued"
+            " input, a pty slave without its master",
         ),
         Workload(
             "inet",
@@ -413,6 +428,8 @@ STANDARD = (
     "sigstate",
     "locks",
     "seccomp",
+    "memfd",
+    "nsfiles",
     "zombies",
     "hazards",
     "inet",

@@ -7,23 +7,20 @@
  *   deadcwd   its cwd a directory removed after chdir                (zdtm cwd01)
  *   proccwd   its cwd /proc/PID of a grandchild that has since exited (zdtm unhashed_proc)
  *   nsfd      an fd on /proc/self/ns/net                             (zdtm proc-self)
- *   shmemfd   an fd of a MAP_SHARED|MAP_ANONYMOUS mapping opened through
- *             /proc/self/map_files and written, the mapping gone      (zdtm shmemfd)
  *   ptyqueue  both ends of a pty, 7 bytes written to the master and not read (zdtm pty02)
  *   ptyorphan two fds on a pty slave whose master is closed               (zdtm pty04)
  *
  * Files live in /run/ovm/hazards/. No golden images: this tree is for a dump's refusals.
  *
- * READY line:  READY root=R unlinked=P deadcwd=P proccwd=P nsfd=P shmemfd=P ptyqueue=P
- *              ptyorphan=P
- * CHECK line:  CHECK OK children=7 (every child still alive)
+ * READY line:  READY root=R unlinked=P deadcwd=P proccwd=P nsfd=P ptyqueue=P ptyorphan=P
+ * CHECK line:  CHECK OK children=6 (every child still alive)
  *
- * File locks and leases are the locks workload's (saved with --file-locks).
+ * File locks and leases are the locks workload's (saved with --file-locks), a shared anonymous
+ * mapping's file the memfd workload's.
  */
 #include "common.h"
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 
 static const char *dir;
@@ -81,22 +78,6 @@ static void nsfd(void)
 		setup_fail("open /proc/self/ns/net");
 }
 
-static void shmemfd(void)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	void *addr = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (addr == MAP_FAILED)
-		setup_fail("mmap shared anonymous");
-	char path[128];
-	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)addr,
-		 (unsigned long)addr + (unsigned long)page);
-	int fd = open(path, O_RDWR);
-	if (fd < 0)
-		setup_fail("open %s", path);
-	if (ftruncate(fd, 0) < 0 || munmap(addr, (size_t)page) < 0 || write(fd, "hello", 5) != 5)
-		setup_fail("shmemfd write");
-}
-
 static int open_pty(int *slave)
 {
 	int master = posix_openpt(O_RDWR | O_NOCTTY);
@@ -133,8 +114,8 @@ static const struct {
 	const char *name;
 	void (*setup)(void);
 } hazards[] = {
-	{ "unlinked", unlinked }, { "deadcwd", deadcwd },   { "proccwd", proccwd },     { "nsfd", nsfd },
-	{ "shmemfd", shmemfd },   { "ptyqueue", ptyqueue }, { "ptyorphan", ptyorphan },
+	{ "unlinked", unlinked }, { "deadcwd", deadcwd },     { "proccwd", proccwd },
+	{ "nsfd", nsfd },         { "ptyqueue", ptyqueue }, { "ptyorphan", ptyorphan },
 };
 #define NHAZARDS ((int)(sizeof(hazards) / sizeof(hazards[0])))
 

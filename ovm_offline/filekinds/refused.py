@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .base import S_IFSOCK, FileKind, Marks
 
-__all__ = ["ANON", "MEMFD", "OTHER_SOCKET", "REFUSED_ANON_KINDS", "SHMEM", "SOCKET_KINDS"]
+__all__ = ["ANON", "OTHER_SOCKET", "REFUSED_ANON_KINDS", "SOCKET_KINDS"]
 
 # include/linux/socket.h address families
 AF_NETLINK, AF_PACKET = 16, 17
@@ -31,13 +31,6 @@ REFUSED_ANON_KINDS = (
     FileKind("bpf-prog", "a BPF program", Marks(fops=("bpf_prog_fops",))),
     FileKind("perf", "a perf event", Marks(fops=("perf_fops",))),
     FileKind("memfd-secret", "a memfd_secret area", Marks(fops=("memfd_secret_fops",))),
-    # /proc/PID/ns/* held open: CRIU saves an NS entry naming the namespace
-    FileKind("nsfs", "a namespace file", Marks(fops=("ns_file_operations",))),
 )
-#: memfds held open as files (a mapped memfd is saved with the memory that maps it)
-MEMFD = FileKind("memfd", "a memfd", Marks(mount="shm_mnt", name_prefix=b"memfd:"))
-#: any other shmem file held open: a MAP_SHARED|MAP_ANONYMOUS mapping's "/dev/zero" opened through
-#: /proc/PID/map_files (CRIU saves it as a MEMFD entry with its pages)
-SHMEM = FileKind("shmem", "a shared anonymous mapping's file, held open", Marks(mount="shm_mnt"))
 #: an anon-inode file of a kind not known here; also what a file matching no row is
 ANON = FileKind("anon", "an anonymous-inode file", Marks(mount="anon_inode_mnt"))

@@ -18,7 +18,7 @@ from ..kernel.fs.fdtable import (
     socket_family,
 )
 from ..state import FileKindName
-from . import eventfd, eventpoll, inet, pipe, refused, regular, signalfd, timerfd, tty, unix
+from . import eventfd, eventpoll, inet, memfd, nsfs, pipe, refused, regular, signalfd, timerfd, tty, unix
 from .base import FileKind, Marks
 
 __all__ = ["FILE_KINDS", "KNOWN_FOPS", "classify", "kind_named", "new_writers", "saved_kinds"]
@@ -36,9 +36,9 @@ FILE_KINDS: tuple[FileKind, ...] = (
     signalfd.KIND,
     timerfd.KIND,
     eventpoll.KIND,
+    nsfs.KIND,
     *refused.REFUSED_ANON_KINDS,
-    refused.MEMFD,
-    refused.SHMEM,
+    memfd.KIND,
     refused.ANON,
     regular.KIND,
 )

@@ -49,7 +49,6 @@ FileKindName = Literal[
     "memfd",
     "memfd-secret",
     "nsfs",
-    "shmem",
     "anon",
 ]
 

@@ -82,12 +82,14 @@ class _Writer:
         self.ids = ObjectIds(dump.root_namespaces)
         self.files = FileTable(writers)
         self.files.net_ns_id = lambda inum: self.ids.ns("net", inum)
+        self.files.ns_id = self.ids.ns
         self.files.mnt_ids = dump.namespaces.mnt is not None
         self.files.inet_ns_ids = dump.namespaces.net is not None
         cgns = dump.namespaces.cgroup
         self.cg_sets = CgroupSets(dump.cgroups, cgns.root if cgns is not None else None)
         self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
         self.shmem = ShmemImages(directory, self.files, self.next_pages_id, write_shmem_pages, self.written)
+        self.files.memfd_inode_id = self.shmem.dump_inode
         self.seccomp = seccomp_plan(dump.processes)
 
     def put(self, kind: images.ImageKind, entries: Sequence[Message], image_id: int | None = None) -> None:

@@ -12,7 +12,7 @@ from typing import NamedTuple, Protocol
 
 from google.protobuf.message import Message
 
-from ...state import FileIdentity, OpenFile, Owner
+from ...state import FileIdentity, OpenFile, Owner, SharedMemory
 from .. import images
 from .common import U64, F, fown
 
@@ -61,6 +61,10 @@ class FileTable:
         self._last_id = 0
         #: net namespace inode -> its id in the dump (set by write_dump)
         self.net_ns_id: Callable[[int], int] = lambda inum: 0
+        # a namespace's id in the dump by kind and inode number (ObjectIds.ns)
+        self.ns_id: Callable[[str, int], int] = lambda kind, inum: 0
+        # the memfd.img inode id of a shmem file, dumping the inode when first met (ShmemImages)
+        self.memfd_inode_id: Callable[[SharedMemory], int] = _no_shmem_images
         #: regular files name their mount (reg_file_entry.mnt_id), as criu does when it saves
         #: the tree's mount namespace (set by write_dump)
         self.mnt_ids = False
@@ -133,3 +137,7 @@ def has_size(identity: FileIdentity, flags: int) -> bool:
     if (identity.mode & 0o170000) != 0o100000:
         return False
     return not ((flags & O_ACCMODE) == O_WRONLY and flags & O_APPEND)
+
+
+def _no_shmem_images(shm: SharedMemory) -> int:
+    raise ValueError("this FileTable writes no memfd inodes (write_dump connects it to its ShmemImages)")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...errors import GuestDataError, UnsupportedError
 from ..core.memory import Program
 from ..core.objects import Pointer, Struct
 from ..task.pid import task_active_pid_ns
 
-__all__ = ["NamespaceInodes", "ns_inum", "task_namespaces"]
+__all__ = ["NS_KINDS_BY_CLONE_FLAG", "NamespaceInodes", "ns_inum", "nsfs_file_namespace", "task_namespaces"]
 
 
 #: /proc/PID/ns name -> nsproxy member
@@ -97,3 +98,45 @@ def task_namespaces(task: Struct) -> NamespaceInodes:
             if nsproxy.has_member_(member) or not _kernel_predates(task.prog_, field):
                 values[field] = ns_inum(nsproxy.member_(member))
     return NamespaceInodes(**values)
+
+
+#: include/uapi/linux/sched.h: a namespace's CLONE_NEW* flag (proc_ns_operations.type) -> its
+#: kind as NamespaceInodes names it
+NS_KINDS_BY_CLONE_FLAG = {
+    0x00020000: "mnt",
+    0x02000000: "cgroup",
+    0x04000000: "uts",
+    0x08000000: "ipc",
+    0x10000000: "user",
+    0x20000000: "pid",
+    0x40000000: "net",
+    0x00000080: "time",
+}
+
+
+def nsfs_file_namespace(file: Pointer | Struct) -> tuple[str, int, int]:
+    """(kind, inode number, CLONE_NEW* flag) of the namespace an nsfs ``struct file``
+    (/proc/PID/ns/*) is open on: its inode's ``i_private`` is the namespace's ``struct
+    ns_common``, whose ``ops->type`` says the kind."""
+    f = file.deref() if isinstance(file, Pointer) else file
+    prog = f.prog_
+    inode = f.f_inode
+    private = int(inode.i_private) if inode else 0
+    if not private:
+        raise GuestDataError(f"nsfs file at 0x{f.address_:x} has no namespace")
+    common = prog.struct("ns_common", private)
+    if not common.has_member_("ops"):
+        raise UnsupportedError(
+            "a namespace file on a kernel whose struct ns_common has no ops (a layout not known here)"
+        )
+    ops = common.ops
+    if not ops:
+        raise GuestDataError(f"ns_common at 0x{private:x} has no operations")
+    flag = int(ops.deref().type)
+    kind = NS_KINDS_BY_CLONE_FLAG.get(flag)
+    if kind is None:
+        raise GuestDataError(f"ns_common at 0x{private:x} has namespace type 0x{flag:x}, which is no CLONE_NEW* flag")
+    inum = int(common.inum)
+    if inum != int(inode.i_ino):
+        raise GuestDataError(f"nsfs inode {int(inode.i_ino)} names namespace {inum}")
+    return kind, inum, flag
