@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import cache, cpio
+from . import cache, cpio, seccomp_profile
 from .errors import CorpusError
 from .kernels import UnpackedKernel
 
@@ -94,11 +94,22 @@ def runc_inet_config(mode: str) -> bytes:
     return json.dumps(config, indent=1).encode() + b"\n"
 
 
+def runc_seccomp_config() -> bytes:
+    """runc-box's config with a seccomp profile shaped like Docker's default one (what every
+    container Docker, Podman or Kubernetes starts runs under), and pipetree told to check that
+    the profile still forbids what it forbids."""
+    config = json.loads(RUNC_CONFIG.read_text())
+    config["process"]["args"] = [*config["process"]["args"], "seccomp"]
+    config["linux"]["seccomp"] = seccomp_profile.default_like_profile()
+    return json.dumps(config, indent=1).encode() + b"\n"
+
+
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
     host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
     host_tools.append(_version_line([XTABLES_MULTI, "iptables", "--version"]))
-    inputs = [Path(__file__), GUEST_DIR / "init.sh", RUNC_CONFIG] + GUEST_TOOLS + workload_sources()
+    inputs = [Path(__file__), Path(seccomp_profile.__file__), GUEST_DIR / "init.sh", RUNC_CONFIG]
+    inputs += GUEST_TOOLS + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
 
 
@@ -192,6 +203,7 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     archive.directory("etc/ovm")
     archive.file("etc/ovm/runc-config.json", RUNC_CONFIG.read_bytes())
     archive.file("etc/ovm/runc-config-userns.json", runc_userns_config())
+    archive.file("etc/ovm/runc-config-seccomp.json", runc_seccomp_config())
     for name, mode in RUNC_INET_MODES.items():
         archive.file(f"etc/ovm/runc-config-{name}.json", runc_inet_config(mode))
     for name, binary in binaries.items():

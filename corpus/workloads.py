@@ -208,6 +208,17 @@ _STOPPED = {
             description="the runc container with a user namespace too (root is 100000 outside)",
         ),
         Workload(
+            "runc-seccomp",
+            "runc-box",
+            ("seccomp",),
+            root_key="container_init",
+            golden_tool="runc",
+            restore_prepare="runc-box prepare seccomp",
+            appended_files=(("/data/log", "runc-box.files/log"),),
+            description="the runc container under a seccomp profile shaped like Docker's default (what every"
+            " Docker, Podman and Kubernetes container runs under); its check sees keyctl still refused",
+        ),
+        Workload(
             "runc-inet",
             "runc-box",
             ("inet",),
@@ -420,6 +431,7 @@ STANDARD = (
     "container-unsaved",
     "runc",
     "runc-userns",
+    "runc-seccomp",
     "runc-inet",
     "ipc",
     "shmem",

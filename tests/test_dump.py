@@ -22,7 +22,8 @@ KERNELS = list(kernels.KERNELS)
 # System V memory, eventfd/signalfd/timerfd/epoll), a stopped child with a SIGSTOP pending and POSIX
 # timers on every clock, seccomp filters, memfds and namespace files held open, zombies, IPv4/IPv6 TCP listeners and UDP sockets, and a
 # container runc made (its golden images are `runc checkpoint`'s, restored with `runc restore`),
-# with a user namespace, and with TCP connections over its loopback
+# with a user namespace, under a seccomp profile like Docker's default, and with TCP connections
+# over its loopback
 WORKLOADS = [
     "counter",
     "counter-la57",
@@ -46,6 +47,7 @@ WORKLOADS = [
     "inet",
     "runc",
     "runc-userns",
+    "runc-seccomp",
     "runc-inet",
 ]
 CRIT = Path("/usr/bin/crit")

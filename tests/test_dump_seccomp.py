@@ -58,3 +58,18 @@ def test_every_thread_keeps_its_own_chain_in_criu_order(recording, dumped, kerne
     assert chain(child) == [((CHROOT, ENOMSG), 0), ((SETHOSTNAME, EIDRM), LOG)]
     assert chain(worker) == [((CHROOT, ENOMSG), 0)]
     assert len(filters) == 4
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_container_under_a_default_like_profile_keeps_it_on_every_process(dumped, kernel):
+    """runc-seccomp: each of the container's four processes runs under the profile runc installed
+    (one filter of hundreds of instructions; one thread each, so TSYNC)."""
+    d = dumped(kernel, "runc-seccomp")
+    filters = images.read_image(d / images.SECCOMP.filename()).entries[0].seccomp_filters
+    pstree = images.read_image(d / images.PSTREE.filename()).entries
+    assert len(pstree) == len(filters) == 4
+    assert {(len(f.filter) // 8 > 500, f.flags, f.HasField("prev")) for f in filters} == {(True, TSYNC, False)}
+    assert len({f.filter for f in filters}) == 1
+    for e in pstree:
+        core = images.read_image(d / images.CORE.filename(e.pid)).entries[0].thread_core
+        assert core.seccomp_mode == SECCOMP_MODE_FILTER and filters[core.seccomp_filter].filter == filters[0].filter

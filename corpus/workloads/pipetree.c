@@ -18,7 +18,9 @@
  * pipe, R appends "seq N" to FILE (under a bind mount) every tick, and the check also sees
  * that the host name and the mounts (/proc/self/mountinfo less ids, devices, peer groups and the
  * host devtmpfs's boot-time size) are those R saw at its start and that FILE, by its path, is the file R writes and holds
- * every line R wrote.
+ * every line R wrote. `pipetree box FILE seccomp` (the runc-seccomp container, under a profile
+ * shaped like Docker's default) also checks that R still runs under a seccomp filter that
+ * makes keyctl(2), which the profile does not allow, fail with EPERM.
  *
  * READY line:  READY root=R a=A c=C b=B lag=2 interval_ms=200
  * CHECK line:  CHECK OK seq=N advanced=M p1_queued=Q root=R a=A c=C b=B
@@ -28,6 +30,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
@@ -233,6 +236,23 @@ static void box_tick(struct box *box, uint64_t seq, char *problems, size_t size)
 	box->written += len;
 }
 
+/* Is the caller under the container's seccomp profile: /proc/self/status says filter mode, and
+ * keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING), which works unconfined, is EPERM. */
+static void seccomp_check(char *err, size_t size)
+{
+	char status[4096] = "";
+	int fd = open("/proc/self/status", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, status, sizeof(status) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0 || !strstr(status, "\nSeccomp:\t2\n"))
+		append(err, size, "not under a seccomp filter; ");
+	errno = 0;
+	long r = syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3 /* KEY_SPEC_SESSION_KEYRING */, 0);
+	if (r != -1 || errno != EPERM)
+		append(err, size, "keyctl returned %ld (errno %d), want EPERM from the profile; ", r, errno);
+}
+
 static void box_check(struct box *box, char *err, size_t size)
 {
 	static char now[MOUNTS_MAX];
@@ -273,7 +293,8 @@ int main(int argc, char **argv)
 	setsid();
 	pid_t root = getpid();
 	struct box box = { .fd = -1 };
-	int boxed = argc == 3 && !strcmp(argv[1], "box");
+	int boxed = (argc == 3 || argc == 4) && !strcmp(argv[1], "box");
+	int confined = boxed && argc == 4 && !strcmp(argv[3], "seccomp");
 
 	install_handler(SIGUSR1, on_usr1, SA_RESTART);
 	signal(SIGPIPE, SIG_IGN);	/* a dead child shows up as EPIPE, not our death */
@@ -368,6 +389,8 @@ int main(int argc, char **argv)
 				       last.pid_a, last.pid_c, last.pid_b);
 			if (boxed)
 				box_check(&box, err, sizeof(err));
+			if (confined)
+				seccomp_check(err, sizeof(err));
 			if (err[0])
 				say("CHECK FAIL %s", err);
 			else

@@ -22,13 +22,14 @@ OWNER=
 # the container's config (initramfs.py derives each from runc-config.json) and its READY
 # line; `inet`: the inet workload's established TCP connections over the container's own
 # loopback instead of pipetree; `inet-stream`: its TCP stream from a fast writer thread to a
-# slow reader thread
+# slow reader thread; `seccomp`: pipetree under a seccomp profile shaped like Docker's default
 INET=
 READY_LINE='^READY root=1 '
 for arg in "$@"; do
     case "$arg" in
     prepare) PREPARE=1 ;;
     userns) CONFIG=runc-config-userns.json; OWNER=100000:100000 ;;
+    seccomp) CONFIG=runc-config-seccomp.json ;;
     inet) CONFIG=runc-config-inet-established.json; INET=1; READY_LINE='^READY pid=' ;;
     inet-stream) CONFIG=runc-config-inet-stream.json; INET=1; READY_LINE='^READY pid=' ;;
     esac
