@@ -38,3 +38,12 @@ def test_dump_plugin_writes_the_same_images_as_criu(recording, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     diff = diff_dirs(out, rec.golden)
     assert diff.same, diff.report()
+
+
+def test_dump_plugin_saves_file_locks_when_asked_as_the_cli_does(recording, tmp_path):
+    rec = recording("6.1", "locks")
+    out = tmp_path / "images"
+    result = vol(rec.elf, "linux.ovm.Dump", "--pid", "10000", "--images-dir", str(out), "--file-locks")
+    assert result.returncode == 0, result.stderr[-2000:]
+    diff = diff_dirs(out, rec.golden)
+    assert diff.same, diff.report()

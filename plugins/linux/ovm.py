@@ -86,6 +86,12 @@ class Dump(interfaces.plugins.PluginInterface):
             requirements.BooleanRequirement(
                 name="force", description="Replace a non-empty images directory", default=False, optional=True
             ),
+            requirements.BooleanRequirement(
+                name="file_locks",
+                description="Save file locks and leases (criu's --file-locks; restore with it too)",
+                default=False,
+                optional=True,
+            ),
         ]
 
     def _generator(self) -> Iterator[tuple[int, tuple]]:
@@ -93,7 +99,14 @@ class Dump(interfaces.plugins.PluginInterface):
 
         source = VolatilityLayerSource(self.context, self.config["kernel"])
         prog = inventory.open_kernel(source, isf=source.isf_path) if source.isf_path else inventory.open_kernel(source)
-        summary = dump.dump(source, prog, self.config["pid"], self.config["images_dir"], force=self.config.get("force"))
+        summary = dump.dump(
+            source,
+            prog,
+            self.config["pid"],
+            self.config["images_dir"],
+            force=self.config.get("force"),
+            file_locks=bool(self.config.get("file_locks")),
+        )
         yield (
             0,
             (
