@@ -22,6 +22,7 @@ __all__ = [
     "list_empty",
     "list_for_each",
     "list_for_each_entry",
+    "pointer_chain",
 ]
 
 
@@ -152,3 +153,21 @@ def hlist_for_each_entry(
         name = f"{t.name}.{member} at 0x{_address(head):x}"
     for node in hlist_for_each(prog, head, name=name, limit=limit):
         yield Struct(prog, t, node - off)
+
+
+def pointer_chain(first: Pointer, next_member: str, *, name: str, limit: int) -> Iterator[Struct]:
+    """The structs of a NULL-terminated chain that each point to the next through their pointer
+    member `next_member` (a seccomp filter's ``prev``, a tty buffer's ``next``), from `first`;
+    GuestDataError naming the chain `name` when it loops or runs past `limit` links."""
+    seen: set[int] = set()
+    ptr = first
+    while ptr:
+        addr = int(ptr)
+        if addr in seen:
+            raise GuestDataError(f"{name} loops at 0x{addr:x} after {len(seen)} links")
+        if len(seen) >= limit:
+            raise GuestDataError(f"{name} has more than {limit} links: corrupt or looping")
+        seen.add(addr)
+        obj: Struct = ptr.deref()
+        yield obj
+        ptr = obj.member_(next_member)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
+from ..ds.list import pointer_chain
 
 __all__ = [
     "TTY_EXCLUSIVE",
@@ -249,19 +250,14 @@ def _port_unflushed(tty: Struct) -> int:
     port = tty.port
     if not port:
         return 0
-    head = port.buf.head
-    total, seen = 0, set[int]()
-    while head:
-        addr = int(head)
-        if addr in seen or len(seen) >= MAX_TTY_BUFFERS:
-            raise GuestDataError(f"tty_port at 0x{int(port):x}: its flip buffer chain loops or is too long")
-        seen.add(addr)
-        b = head.deref()
+    total = 0
+    for b in pointer_chain(
+        port.buf.head, "next", name=f"tty_port 0x{int(port):x}'s flip buffers", limit=MAX_TTY_BUFFERS
+    ):
         pending = b.commit - b.read
         if pending < 0 or pending > b.size:
-            raise GuestDataError(f"tty_buffer at 0x{addr:x}: read {b.read} past commit {b.commit}")
+            raise GuestDataError(f"tty_buffer at 0x{b.address_:x}: read {b.read} past commit {b.commit}")
         total += pending
-        head = b.next
     return total
 
 

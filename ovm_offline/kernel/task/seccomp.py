@@ -14,6 +14,7 @@ from __future__ import annotations
 from ...errors import GuestDataError, UnsupportedError
 from ...state import SeccompFilter
 from ..core.objects import Struct
+from ..ds.list import pointer_chain
 from .tasks import task_comm
 
 __all__ = ["BPF_MAXINSNS", "seccomp_filter_program", "task_seccomp_filters"]
@@ -48,14 +49,10 @@ def task_seccomp_filters(task: Struct) -> list[SeccompFilter]:
     for a filter that hands calls to a user-space listener (SECCOMP_FILTER_FLAG_NEW_LISTENER:
     restored without its listener, those calls would fail)."""
     filters: list[SeccompFilter] = []
-    seen: set[int] = set()
-    ptr = task.seccomp.filter
-    while ptr:
-        addr = int(ptr)
-        if addr in seen or len(filters) >= MAX_FILTERS:
-            raise GuestDataError(f"task {task.pid}: its seccomp filter chain loops or is longer than {MAX_FILTERS}")
-        seen.add(addr)
-        flt = ptr.deref()
+    chain = pointer_chain(
+        task.seccomp.filter, "prev", name=f"task {task.pid}'s seccomp filter chain", limit=MAX_FILTERS
+    )
+    for flt in chain:
         if flt.has_member_("notif") and flt.notif:
             raise UnsupportedError(
                 f"thread {task.pid} ({task_comm(task)}) runs under a seccomp filter with a user-space listener"
@@ -65,6 +62,5 @@ def task_seccomp_filters(task: Struct) -> list[SeccompFilter]:
             program = seccomp_filter_program(flt)
         except UnsupportedError as e:
             raise UnsupportedError(f"thread {task.pid} ({task_comm(task)}): {e}") from None
-        filters.append(SeccompFilter(key=addr, program=program, log=bool(flt.log)))
-        ptr = flt.prev
+        filters.append(SeccompFilter(key=flt.address_, program=program, log=bool(flt.log)))
     return filters
