@@ -248,16 +248,24 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "pts_mount_opts.ptmxmode pts_mount_opts.setgid pts_mount_opts.setuid ramfs_mount_opts.mode "
         "shmem_sb_info.full_inums shmem_sb_info.huge shmem_sb_info.max_blocks shmem_sb_info.max_inodes "
         "shmem_sb_info.mode shmem_sb_info.noswap"
+        " file_lock.fl_end file_lock.fl_flags file_lock.fl_pid file_lock.fl_start file_lock.fl_type"
+        " file_lock_core.flc_flags file_lock_core.flc_pid file_lock_core.flc_type fown_struct.pid_type"
+        " fown_struct.signum k_itimer.it_active k_itimer.it_clock k_itimer.it_id k_itimer.it_interval"
+        " k_itimer.it_overrun_last k_itimer.it_requeue_pending k_itimer.it_sigev_notify n_tty_data.read_head"
+        " n_tty_data.read_tail proc_ns_operations.type seccomp_filter.log sock_fprog_kern.len"
+        " task_struct.exit_code tty_buffer.commit tty_buffer.read tty_buffer.size"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
         "task_struct.loginuid unix_skb_parms.uid"
         " pts_mount_opts.uid shmem_sb_info.uid"
+        " fown_struct.euid fown_struct.uid"
     ),
     "pointer to integer": (
         "fdtable.close_on_exec fdtable.open_fds kernfs_node.name qstr.name sk_buff.data "
         "sk_buff.head task_struct.clear_child_tid vm_special_mapping.name "
         "file_system_type.name mount.mnt_devname super_block.s_subtype inode.i_link"
+        " proc_ns_operations.name"
     ),
     "struct kgid_t": (
         "cred.egid cred.fsgid cred.gid cred.sgid inode.i_gid kern_ipc_perm.cgid kern_ipc_perm.gid unix_skb_parms.gid"
@@ -275,6 +283,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "file.private_data iov_iter.ubuf maple_tree.ma_root task_struct.stack vdso_image.data "
         "vm_area_struct.vm_private_data vm_struct.addr xarray.xa_head"
         " super_block.s_fs_info"
+        " dentry.d_fsdata file_lock.fl_owner file_lock_core.flc_owner inode.i_private tty_struct.disc_data"
     ),
     "struct sigset_t": (
         "sigaction.sa_mask signalfd_ctx.sigmask sigpending.signal task_struct.blocked "
@@ -282,6 +291,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "pointer to struct file": (
         "epoll_filefd.file mm_struct.exe_file shmid_kernel.shm_file tty_file_private.file vm_area_struct.vm_file"
+        " file_lock.fl_file file_lock_core.flc_file"
     ),
     "pointer to struct dentry": "dentry.d_parent mount.mnt_mountpoint path.dentry vfsmount.mnt_root",
     "struct kernel_cap_t": "cred.cap_bset cred.cap_effective cred.cap_inheritable cred.cap_permitted",
@@ -321,7 +331,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "array of struct rlimit": "signal_struct.rlim",
     "array of struct skb_frag_t": "skb_shared_info.frags",
     "array of struct upid": "pid.numbers",
-    "pointer to struct address_space": "inode.i_mapping",
+    "pointer to struct address_space": "inode.i_mapping file.f_mapping",
     "pointer to struct anon_vma": "vm_area_struct.anon_vma",
     "pointer to struct cgroup": "css_set.dfl_cgrp",
     "pointer to struct cgroup_namespace": "nsproxy.cgroup_ns",
@@ -374,7 +384,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct vm_struct": "task_struct.stack_vm_area",
     "struct (unnamed)": "tty_struct.ctrl sock.sk_backlog",
     "struct atomic64_t": "rw_semaphore.count",
-    "struct atomic_t": "refcount_t.refs",
+    "struct atomic_t": "refcount_t.refs signal_struct.live",
     "struct cgroup_file": "cgroup.procs_file",
     "struct cgroup_subsys_state": "cgroup.self",
     "struct epoll_event": "epitem.event",
@@ -407,7 +417,21 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct tk_read_base": "timekeeper.tkr_mono",
     "struct vfsmount": "mount.mnt",
     "struct winsize": "tty_struct.winsize",
-    "union (unnamed)": "timerfd_ctx.t",
+    "union (unnamed)": "timerfd_ctx.t k_itimer.it",
+    "pointer to struct bpf_prog": "seccomp_filter.prog",
+    "pointer to struct file_lock_context": "inode.i_flctx",
+    "pointer to struct notification": "seccomp_filter.notif",
+    "pointer to struct proc_ns_operations": "ns_common.ops",
+    "pointer to struct seccomp_filter": "seccomp.filter seccomp_filter.prev",
+    "pointer to struct sigqueue": "k_itimer.sigq",
+    "pointer to struct sock_filter": "sock_fprog_kern.filter",
+    "pointer to struct sock_fprog_kern": "bpf_prog.orig_prog",
+    "pointer to struct tty_buffer": "tty_buffer.next tty_bufhead.head",
+    "pointer to struct tty_ldisc": "tty_struct.ldisc",
+    "pointer to struct tty_ldisc_ops": "tty_ldisc.ops",
+    "pointer to struct tty_port": "tty_struct.port",
+    "struct file_lock_core": "file_lease.c file_lock.c",
+    "struct tty_bufhead": "tty_port.buf",
 }
 
 #: kind -> the members of untagged structs and unions the walkers read as that kind, each
@@ -417,13 +441,14 @@ _MEMBER_PATHS_BY_KIND: dict[str, str] = {
     "pointer to struct pid": "tty_struct.ctrl.pgrp tty_struct.ctrl.session",
     "struct atomic_t": "sock.sk_backlog.rmem_alloc",
     "struct alarm": "timerfd_ctx.t.alarm",
-    "struct hrtimer": "timerfd_ctx.t.tmr",
+    "struct hrtimer": "timerfd_ctx.t.tmr k_itimer.it.real.timer",
     "struct timekeeper": "@tk_core.timekeeper",
+    "struct (unnamed)": "k_itimer.it.real",
 }
 
 
 def _is_member_path(name: str) -> bool:
-    return name.count(".") == 2 or (name.startswith("@") and name.count(".") == 1)
+    return name.count(".") >= 2 or (name.startswith("@") and name.count(".") == 1)
 
 
 #: "struct.member" (or a member path) -> the kinds the walkers read it as
