@@ -397,6 +397,7 @@ MEMBER_TABLE_OF_FORMAT = {
     13: "04798872deb7dc01",
     14: "db298de6b8e2d404",
     15: "db298de6b8e2d404",
+    16: "11f9ec60cebe1cf6",
 }
 
 
