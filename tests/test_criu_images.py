@@ -101,6 +101,7 @@ def _around_crit_ipcns_shm_bug(path, ours: dict, theirs: dict) -> dict:
 # crit --pretty prints task_state 3 as "Zombie" and 6 as "Stopped"; CRIU's constants say the
 # opposite and so does our show. crit prints a flag word of 0 as "", ours as "0".
 CRIT_TASK_STATE = {"Zombie": "Stopped", "Stopped": "Zombie"}
+TASK_DEAD = 2  # a zombie's task_state in criu's images
 
 
 def pretty_mismatches(crit, ours, path: str) -> list[str]:
@@ -114,6 +115,8 @@ def pretty_mismatches(crit, ours, path: str) -> list[str]:
         return [m for i, (a, b) in enumerate(zip(crit, ours)) for m in pretty_mismatches(a, b, f"{path}[{i}]")]
     if crit == ours or (path.endswith(".task_state") and CRIT_TASK_STATE.get(crit) == ours):
         return []
+    if path.endswith(".task_state") and isinstance(crit, int) and show.NAME_TABLES["task_state"].get(crit) == ours:
+        return []  # a state crit has no name for (2, a zombie's TASK_DEAD): crit prints the number
     if crit == "" and ours == "0":
         return []
     if isinstance(crit, str) and isinstance(ours, str):  # bytes: crit base64, ours hex or a digest
@@ -149,6 +152,10 @@ def test_golden_pages_resolve_through_pagemap(golden):
     assert idir.pids()
     for pid in idir.pids():
         pm = idir.get(images.PAGEMAP, pid)
+        core = idir.entry(images.CORE, pid)
+        if core is not None and core.tc.task_state == TASK_DEAD:
+            assert pm is None  # a zombie: criu writes its core alone
+            continue
         assert pm is not None
         pages = list(idir.pages(pid))
         size = (golden / images.PAGES.filename(pm.entries[0].pages_id)).stat().st_size

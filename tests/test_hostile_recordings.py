@@ -97,13 +97,14 @@ def _seccomp_mode_set(pid: int, mode: int, needle: str):
 
 
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
-def test_seccomp_filters_are_refused_and_an_impossible_mode_is_bad_guest_data(recording, tmp_path, kernel):
-    """Restored without its filters a process would run unconfined: refused by name. A mode
-    that is none of 0, 1, 2 is inconsistent guest data, not an internal error."""
+def test_a_filter_mode_without_filters_and_an_impossible_mode_are_bad_guest_data(recording, tmp_path, kernel):
+    """Filter mode with no filter chain (the kernel sets the mode only with a filter), and a mode
+    that is none of 0, 1, 2, are inconsistent guest data, not an internal error or a process
+    restored unconfined."""
     rec = recording(kernel, "counter")
     pid = rec.manifest["root_pid"]
     for mode, error, needle in (
-        (2, UnsupportedError, f"thread {pid} (counter) runs under seccomp filters"),
+        (2, GuestDataError, f"task {pid} is in seccomp filter mode with no filter"),
         (-1, GuestDataError, f"task {pid} has seccomp mode -1"),
     ):
         _assert_refused(rec, _seccomp_mode_set(pid, mode, needle), error, tmp_path / "images")

@@ -45,7 +45,8 @@ def seccomp_filter_program(flt: Struct) -> bytes:
 
 
 def task_seccomp_filters(task: Struct) -> list[SeccompFilter]:
-    """The seccomp filters a ``struct task_struct`` runs under, newest first; UnsupportedError
+    """The seccomp filters a ``struct task_struct`` in SECCOMP_MODE_FILTER runs under, newest
+    first (GuestDataError when there are none); UnsupportedError
     for a filter that hands calls to a user-space listener (SECCOMP_FILTER_FLAG_NEW_LISTENER:
     restored without its listener, those calls would fail)."""
     filters: list[SeccompFilter] = []
@@ -63,4 +64,7 @@ def task_seccomp_filters(task: Struct) -> list[SeccompFilter]:
         except UnsupportedError as e:
             raise UnsupportedError(f"thread {task.pid} ({task_comm(task)}): {e}") from None
         filters.append(SeccompFilter(key=flt.address_, program=program, log=bool(flt.log)))
+    if not filters:
+        # seccomp_attach_filter sets the mode only with a filter in place
+        raise GuestDataError(f"task {task.pid} is in seccomp filter mode with no filter")
     return filters
