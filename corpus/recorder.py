@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import cache, facts, initramfs, jobs, kernels
-from .errors import CorpusError, GuestLost, GuestStuck
+from .errors import CorpusError, GuestLost
 from .guest import Guest
 from .workloads import Workload, get_workload
 
@@ -198,11 +198,20 @@ def record_with_live_dump(
         raise CorpusError(f"{workload.name} is recorded stopped: nothing runs to dump live")
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
+    called = []
+
+    def dump_live_once(guest, root_pid):
+        called.append(root_pid)
+        return dump_live(guest, root_pid)
+
     try:
-        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live, memory_dir)
-    except GuestStuck as first:  # before the job, so before dump_live was called
+        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live_once, memory_dir)
+    except GuestLost as first:
+        if called:  # lost after the tool read the guest: its outcome is the caller's to judge
+            raise
+        # stuck or died before the job (a 6.12 guest under TCG sometimes dies booting)
         log(
-            f"guest stuck while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
+            f"guest lost while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
         )
         return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live, memory_dir)
 
