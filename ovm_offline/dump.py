@@ -163,7 +163,7 @@ def process_fds(
     """The open files of thread-group leader `task` with their kinds' state; those that cannot
     be saved are left out and described in `refusals`."""
     fds = extract_files(prog, task, pid_ns, classify, cache=shared.files)
-    ctx = filekinds.ExtractContext(prog, task, pid_ns, task.pid, comm, shared.kinds)
+    ctx = filekinds.ExtractContext(prog, task, pid_ns, task.pid, comm, shared.kinds, shmem=shared.shmem)
     return filekinds.attach_file_states(ctx, fds, refusals)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from .criu.build.locks import held_locks
 from .criu.build.mnt import UnsavedMount, mountpoints_entries
 from .errors import MomentError, UnsupportedError
-from .state import FileLock, MountNamespaceState, ProcessState
+from .state import OFFSET_MAX, FileLock, MountNamespaceState, ProcessState
 
 __all__ = ["FILE_LOCKS", "SKIP_UNSUPPORTED", "Refusal", "decide", "file_lock_refusals", "unencodable_text"]
 
@@ -164,8 +164,6 @@ def mount_namespace_refusals(root: ProcessState, ns: MountNamespaceState | None)
 
 _LOCK_TYPES = {0: "read", 1: "write", 2: "unlock"}
 _FLOCK_TYPES = {0: "a shared", 1: "an exclusive"}
-# include/linux/filelock.h: a lease being broken (someone's open waits for it)
-_LEASE_BREAKING = 256 | 512
 
 
 def _lock_text(lock: FileLock, path: str) -> str:
@@ -175,7 +173,7 @@ def _lock_text(lock: FileLock, path: str) -> str:
         return f"a {_LOCK_TYPES.get(lock.type, str(lock.type))} lease on {path}"
     if lock.kind == "flock":
         return f"{_FLOCK_TYPES.get(lock.type, f'a type {lock.type}')} flock on {path}"
-    end = "EOF" if lock.end >= (1 << 63) - 1 else str(lock.end)
+    end = "EOF" if lock.end >= OFFSET_MAX else str(lock.end)
     noun = "a POSIX" if lock.kind == "posix" else "an OFD"
     return f"{noun} {_LOCK_TYPES.get(lock.type, str(lock.type))} lock on bytes {lock.start}-{end} of {path}"
 
@@ -188,7 +186,7 @@ def file_lock_refusals(processes: list[ProcessState], save_locks: bool) -> list[
     refusals = []
     held = list(held_locks(processes))
     for h in held:
-        if h.lock.kind == "lease" and h.lock.flags & _LEASE_BREAKING:
+        if h.lock.breaking:
             why = f"PID {h.global_pid} ({h.comm}) fd {h.fd} holds {_lock_text(h.lock, h.path)} that is being broken"
             refusals.append(Refusal(h.global_pid, h.comm, why + ", which ovm-offline cannot save yet"))
         elif not save_locks:

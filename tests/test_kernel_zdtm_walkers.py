@@ -9,9 +9,10 @@ import pytest
 
 from corpus import kernels
 from ovm_offline.errors import GuestDataError, UnsupportedError
-from ovm_offline.kernel.fs.locks import OFFSET_MAX, file_locks
+from ovm_offline.kernel.fs.locks import file_locks
 from ovm_offline.kernel.fs.tty import tty_input_queued
 from ovm_offline.kernel.task.seccomp import task_seccomp_filters
+from ovm_offline.state import OFFSET_MAX
 from tests.support.checks import assert_one_line_error
 from tests.support.memory import FakeKernelMemory
 

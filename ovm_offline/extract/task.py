@@ -36,6 +36,7 @@ from ..kernel.task.pid import pid_nr_ns, task_pgid, task_pid_ptr, task_sid, task
 from ..kernel.task.sched import task_nice, task_policy, task_rt_priority
 from ..kernel.task.seccomp import task_seccomp_filters
 from ..kernel.task.signal import (
+    SIGSTOP,
     sigpending_mask,
     sigpending_queue,
     task_pending,
@@ -255,7 +256,6 @@ def task_rlimits(signal: Struct) -> list[tuple[int, int]]:
     return [(r.rlim_cur, r.rlim_max) for r in signal.rlim]
 
 
-SIGSTOP = 19
 _SIGSTOP_BIT = 1 << (SIGSTOP - 1)
 
 

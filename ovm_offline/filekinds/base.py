@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..criu.build.files import KindWriter
-from ..state import Fd, FileKindName, FileState, OpenFile
+from ..state import Fd, FileKindName, FileState, OpenFile, SharedMemory
 
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
@@ -69,6 +69,9 @@ class ExtractContext:
     comm: str
     shared: dict[str, dict[int, Any]]
     fds: Sequence[Fd] = ()  # the process's fds already saved (an epoll's targets are looked up here)
+    # shmem files by inode address, shared with the mappings of them (extract/mm.py), so an inode
+    # both mapped and open is read once
+    shmem: dict[int, SharedMemory] = dataclasses.field(default_factory=dict)
 
     def cache(self, kind: str) -> dict[int, Any]:
         return self.shared.setdefault(kind, {})

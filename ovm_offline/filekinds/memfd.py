@@ -29,7 +29,7 @@ class MemfdState(FileState):
 
 
 def extract_memfd(ctx: ExtractContext, f: OpenFile, file: Pointer) -> MemfdState:
-    shm = shared_memory_of(ctx.prog, file, ctx.cache("memfd"))
+    shm = shared_memory_of(ctx.prog, file, ctx.shmem)
     if shm is None:
         raise GuestDataError("a shmem file that is not on the kernel's shm mount")
     if shm.sysv:

@@ -9,7 +9,7 @@ as seen inside the dumped tree's PID namespace unless named `global_*`.
 from __future__ import annotations
 
 from .cpu import REGISTER_NAMES, FpuState, Registers, TlsEntry
-from .files import Fd, FileKindName, FileLock, FileLockKind, FileState, FsState, OpenFile, Owner
+from .files import OFFSET_MAX, Fd, FileKindName, FileLock, FileLockKind, FileState, FsState, OpenFile, Owner
 from .mm import FileIdentity, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
 from .ns import (
     CgroupDir,
@@ -32,6 +32,7 @@ from .process import ProcessState, TaskStateName
 from .task import Credentials, Itimer, PosixTimer, QueuedSignal, Rseq, SeccompFilter, SigAction, ThreadState
 
 __all__ = [
+    "OFFSET_MAX",
     "CgroupNamespaceState",
     "MountInfo",
     "MountNamespaceState",

@@ -9,7 +9,7 @@ from typing import Literal
 
 from .mm import FileIdentity
 
-__all__ = ["Owner", "FileKindName", "FileLock", "FileLockKind", "FileState", "OpenFile", "Fd", "FsState"]
+__all__ = ["OFFSET_MAX", "Owner", "FileKindName", "FileLock", "FileLockKind", "FileState", "OpenFile", "Fd", "FsState"]
 
 
 @dataclasses.dataclass
@@ -89,6 +89,8 @@ class FsState:
 
 
 FileLockKind = Literal["posix", "ofd", "flock", "lease"]
+#: include/linux/fs.h OFFSET_MAX: a lock's end when it runs to the end of the file ("EOF")
+OFFSET_MAX = (1 << 63) - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,9 +102,9 @@ class FileLock:
 
     kind: FileLockKind
     type: int
-    flags: int
     start: int
     end: int
     pid: int
     file_key: int
     owner_key: int
+    breaking: bool = False  # a lease someone's open is breaking (FL_UNLOCK_PENDING/FL_DOWNGRADE_PENDING)

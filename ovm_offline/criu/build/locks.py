@@ -13,15 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 
-from ...state import FileLock, ProcessState
+from ...state import OFFSET_MAX, FileLock, ProcessState
 from .common import F
 
 __all__ = ["HeldLock", "file_lock_entries", "held_locks"]
 
 #: criu/include/file-lock.h: the entry's flag per kind of lock
 CRIU_LOCK_FLAGS = {"posix": 1, "flock": 2, "ofd": 4, "lease": 8}
-#: include/linux/fs.h: OFFSET_MAX, a lock that runs to the end of the file (fdinfo: "EOF")
-OFFSET_MAX = (1 << 63) - 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
-from ...state import FileLock, FileLockKind
+from ...state import OFFSET_MAX, FileLock, FileLockKind
 from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 
@@ -32,7 +32,6 @@ __all__ = [
     "FL_OFDLCK",
     "FL_POSIX",
     "FL_UNLOCK_PENDING",
-    "OFFSET_MAX",
     "file_locks",
 ]
 
@@ -43,8 +42,6 @@ FL_LEASE = 32
 FL_DOWNGRADE_PENDING = 256  # a lease being broken to a read lease
 FL_UNLOCK_PENDING = 512  # a lease being broken altogether
 FL_OFDLCK = 1024
-#: include/linux/fs.h: OFFSET_MAX, a lock "to the end of the file"
-OFFSET_MAX = (1 << 63) - 1
 #: far more locks than one inode has on a real system (each is a slab object a process asked for)
 MAX_LOCKS_PER_LIST = 1 << 16
 
@@ -84,12 +81,12 @@ def _lock(lock: Struct, layout: _Layout, list_kind: str) -> FileLock:
     return FileLock(
         kind=kind,
         type=_core(lock, layout, "type"),
-        flags=flags,
         start=start,
         end=end,
         pid=_core(lock, layout, "pid"),
         file_key=_core(lock, layout, "file"),
         owner_key=_core(lock, layout, "owner"),
+        breaking=kind == "lease" and bool(flags & (FL_UNLOCK_PENDING | FL_DOWNGRADE_PENDING)),
     )
 
 

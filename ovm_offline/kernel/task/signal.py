@@ -21,6 +21,7 @@ from ..core.objects import Struct
 from ..ds.list import list_for_each_entry
 
 __all__ = [
+    "SIGSTOP",
     "sigpending_mask",
     "sigpending_queue",
     "sigset_value",
