@@ -19,7 +19,8 @@ CORPUS_DIR = Path(__file__).resolve().parent
 
 
 def cache_root() -> Path:
-    root = Path(os.environ.get("OVM_CORPUS_CACHE", CORPUS_DIR / "cache"))
+    # an empty OVM_CORPUS_CACHE (as `OVM_CORPUS_CACHE= cmd` sets it) means the default, not the cwd
+    root = Path(os.environ.get("OVM_CORPUS_CACHE") or CORPUS_DIR / "cache").resolve()
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -69,14 +70,21 @@ def locked(path: Path) -> Iterator[None]:
         yield
 
 
-def prune_siblings(path: Path) -> None:
-    """Remove entries of the same kind and name under other keys (older inputs): recordings
-    are over a GiB each, and a changed input would otherwise leave every old one on disk.
-    An entry another process holds the lock of is left alone."""
+def siblings(path: Path) -> list[Path]:
+    """Entries of the same kind and name under other keys (older inputs)."""
     name = path.name.rsplit("-", 1)[0]
-    for sibling in path.parent.glob(f"{name}-*"):
-        if sibling == path or not sibling.is_dir() or sibling.name.rsplit("-", 1)[0] != name:
-            continue
+    return [
+        sibling
+        for sibling in path.parent.glob(f"{name}-*")
+        if sibling != path and sibling.is_dir() and sibling.name.rsplit("-", 1)[0] == name
+    ]
+
+
+def prune_siblings(path: Path) -> None:
+    """Remove the siblings of an entry: recordings are hundreds of MiB each, and a changed
+    input would otherwise leave every old one on disk. An entry another process holds the
+    lock of is left alone."""
+    for sibling in siblings(path):
         with open(sibling.parent / f".{sibling.name}.lock", "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from corpus import initramfs, jobs, kernels, recorder
+from corpus.cache import cache_root
 from corpus.errors import CorpusError, GuestBroken, GuestError, GuestStuck
 from corpus.guest import Guest, kernel_failure
 from corpus.restore import restore
@@ -60,6 +61,14 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     for path in rec.kdumps.values():
         with open(path, "rb") as f:
             assert f.read(12) == b"makedumpfile"
+
+    # the disk the recorder plans for (a CI run refuses up front what would not fit)
+    kept = recorder._disk_used_mib(rec.root)
+    assert (
+        0.85 * recorder.disk_kept_mib(get_workload(workload))
+        <= kept
+        <= 1.1 * recorder.disk_kept_mib(get_workload(workload))
+    )
 
     # what a live reader needs
     assert (rec.live_dir / "guest-ram").stat().st_size == ram
@@ -157,6 +166,22 @@ def test_a_recording_the_disk_cannot_hold_is_refused_before_qemu_starts(tmp_path
         recorder._check_disk_space(tmp_path, huge)
     recorder._check_disk_space(tmp_path, get_workload("counter"))  # the usual one fits
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.guest
+def test_a_corpus_the_disk_cannot_hold_is_refused_before_anything_is_recorded(monkeypatch):
+    """A CI run with 22 GiB free recorded for ten minutes before the disk ran out: the whole
+    plan is weighed first, counting what the recordings missing from the cache will keep."""
+    wanted = [(k, w, t) for k in KERNELS for w in STANDARD for t in range(get_workload(w).takes)]
+    recorder.check_disk_for(wanted, 2, force=False)  # the cache the guest tests read holds them all
+    total = sum(recorder.disk_kept_mib(get_workload(w)) for _, w, _ in wanted)
+    assert 40 << 10 < total < 48 << 10  # 43 GiB measured on f875cd7's corpus
+    usage = shutil.disk_usage(cache_root())
+    monkeypatch.setattr(recorder.shutil, "disk_usage", lambda _: usage._replace(free=(total - 1024) << 20))
+    with pytest.raises(CorpusError, match=rf"the {len(wanted)} recordings missing from the cache need about \d+ GiB"):
+        recorder.check_disk_for(wanted, 2, force=True)
+    with pytest.raises(CorpusError):  # nothing recorded: record_many refuses before its first guest
+        next(recorder.record_many(wanted, 2, force=True))
 
 
 def qemu_processes_using(path: Path) -> list[str]:
