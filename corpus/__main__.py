@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import kernels, workloads
+from . import kernels, matrix, workloads
 from .errors import CorpusError
 
 
@@ -19,15 +19,22 @@ def main() -> None:
 def list_cmd() -> None:
     """The kernels and workloads the corpus knows."""
     for k in kernels.KERNELS.values():
-        click.echo(f"kernel   {k.name:<10} {k.package}={k.version}")
+        runs = len(matrix.workloads_on(k.name))
+        scope = "every standard workload" if runs == len(workloads.STANDARD) else f"{runs} standard workloads"
+        click.echo(f"kernel   {k.name:<10} {k.package}={k.version}  ({scope})")
     for w in workloads.WORKLOADS.values():
         standard = "standard" if w.name in workloads.STANDARD else "on demand"
         click.echo(f"workload {w.name:<16} {w.ram_mib:>5} MiB  {standard:<9} {w.moment:<7}  {w.description}")
 
 
 @main.command()
-@click.option("--kernel", "kernel_names", multiple=True, default=tuple(kernels.KERNELS), show_default=True)
-@click.option("--workload", "workload_names", multiple=True, default=workloads.STANDARD, show_default=True)
+@click.option("--kernel", "kernel_names", multiple=True, help="(default: every pinned kernel)")
+@click.option(
+    "--workload",
+    "workload_names",
+    multiple=True,
+    help="(default: the standard workloads a run covers on each kernel; all of them with OVM_ALL_KERNELS=1)",
+)
 @click.option("--force", is_flag=True, help="Record again even if the cache has it.")
 @click.option(
     "--jobs",
@@ -41,7 +48,10 @@ def record(kernel_names: tuple[str, ...], workload_names: tuple[str, ...], force
     from .recorder import record_many
 
     wanted = [
-        (k, w, take) for k in kernel_names for w in workload_names for take in range(workloads.get_workload(w).takes)
+        (k, w, take)
+        for k in kernel_names or kernels.KERNELS
+        for w in workload_names or matrix.workloads_on(k)
+        for take in range(workloads.get_workload(w).takes)
     ]
     for root in record_many(wanted, jobs, force=force, log=lambda m: click.echo(m, err=True)):
         click.echo(root)

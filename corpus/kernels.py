@@ -1,14 +1,19 @@
-"""The pinned guest kernels: Debian cloud images fetched with apt-get download and unpacked."""
+"""The pinned guest kernels: Debian cloud images fetched with apt-get download (or, for a suite
+that has moved on, taken from ../shared/kernels/) and unpacked."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import lzma
 import subprocess
 from pathlib import Path
 
 from . import cache
 from .errors import CorpusError
+
+# kernel packages kept beside the repository (../shared/kernels/): their suites move on
+SHARED_KERNELS = Path(__file__).resolve().parents[2] / "shared" / "kernels"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,15 +22,59 @@ class Kernel:
     package: str
     version: str  # Debian package version
     release: str  # uname -r, the directory under lib/modules
+    # .deb files in SHARED_KERNELS that hold the kernel and its modules; empty: apt-get download
+    shared_debs: tuple[str, ...] = ()
+    # NAME=VALUE words for the kernel command line, which the kernel hands to init as its
+    # environment: what this kernel needs of the guest's userspace (on 5.10, glibc must not
+    # register rseq, or Debian 12's criu refuses every process: the kernel lacks get_rseq_conf)
+    guest_env: tuple[str, ...] = ()
+    # the standard workloads a CI run records on this kernel (corpus/matrix.py); None: all
+    ci_workloads: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
-        return cache.digest(self.package, self.version)
+        return cache.digest(self.package, self.version, *self.guest_env)
 
+    @property
+    def cmdline(self) -> str:
+        return " ".join(self.guest_env)
+
+
+# every area once at least, on kernels that do not run every workload in CI: tasks and timers,
+# threads, memory, file mappings, a pty, pipes, UNIX sockets, event fds, inet sockets, PID
+# namespace and cgroup, runc with TCP, syscalls caught as-is, registers on vCPUs, seccomp
+CI_SUBSET = (
+    "counter",
+    "threads",
+    "memhog-64",
+    "filemap",
+    "ptyprog",
+    "pipetree",
+    "ipc",
+    "evfds",
+    "inet",
+    "container",
+    "runc",
+    "runc-inet",
+    "sigstate",
+    "seccomp",
+    "blockers",
+    "spinners",
+    "runc-inet-stream-asis",
+)
 
 KERNELS = {
     k.name: k
     for k in (
+        Kernel(
+            "5.10",
+            "linux-image-5.10.0-32-cloud-amd64",
+            "5.10.223-1",
+            "5.10.0-32-cloud-amd64",
+            shared_debs=("linux-image-5.10.0-32-cloud-amd64_5.10.223-1_amd64.deb",),
+            guest_env=("GLIBC_TUNABLES=glibc.pthread.rseq=0",),
+            ci_workloads=CI_SUBSET,
+        ),
         Kernel("6.1", "linux-image-6.1.0-56-cloud-amd64", "6.1.192-2", "6.1.0-56-cloud-amd64"),
         Kernel(
             "6.12",
@@ -107,15 +156,45 @@ def _unpack_locked(kernel: Kernel, path: Path) -> UnpackedKernel:
     if cache.is_complete(path):
         return UnpackedKernel(kernel, path / "root")
     cache.begin(path)
+    debs = _shared_debs(kernel) if kernel.shared_debs else [_apt_download(kernel, path)]
+    for deb in debs:
+        result = subprocess.run(["dpkg-deb", "-x", str(deb), str(path / "root")], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CorpusError(f"dpkg-deb -x {deb.name} failed: {result.stderr.strip()}")
+    for deb in path.glob("*.deb"):
+        deb.unlink()
+    cache.finish(path)
+    return UnpackedKernel(kernel, path / "root")
+
+
+def _apt_download(kernel: Kernel, path: Path) -> Path:
     spec = f"{kernel.package}={kernel.version}"
     result = subprocess.run(["apt-get", "download", spec], cwd=path, capture_output=True, text=True)
     debs = list(path.glob("*.deb"))
     if result.returncode != 0 or not debs:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise CorpusError(f"apt-get download {spec} failed: {tail[0]} (run 'apt-get update' first?)")
-    result = subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(path / "root")], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise CorpusError(f"dpkg-deb -x {debs[0].name} failed: {result.stderr.strip()}")
-    debs[0].unlink()
-    cache.finish(path)
-    return UnpackedKernel(kernel, path / "root")
+    return debs[0]
+
+
+def _shared_debs(kernel: Kernel) -> list[Path]:
+    """The kernel's packages from SHARED_KERNELS, each checked against its SHA256SUMS line."""
+    try:
+        lines = (SHARED_KERNELS / "SHA256SUMS").read_text().split("\n")
+    except OSError as e:
+        raise CorpusError(
+            f"kernel {kernel.name} comes from {SHARED_KERNELS}, which is unreadable: {e.strerror}"
+        ) from None
+    # sha256sum's lines: DIGEST, then NAME after a space and a mode character
+    sums = {name.lstrip("*"): digest for digest, name in (line.split(None, 1) for line in lines if line.strip())}
+    debs = []
+    for name in kernel.shared_debs:
+        deb = SHARED_KERNELS / name
+        try:
+            digest = hashlib.sha256(deb.read_bytes()).hexdigest()
+        except OSError as e:
+            raise CorpusError(f"kernel {kernel.name} needs {deb}: {e.strerror}") from None
+        if sums.get(name) != digest:
+            raise CorpusError(f"{deb} does not match its line in {SHARED_KERNELS / 'SHA256SUMS'}")
+        debs.append(deb)
+    return debs

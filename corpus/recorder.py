@@ -177,7 +177,7 @@ def disk_needed_mib(workload: Workload) -> int:
 
 def disk_kept_mib(workload: Workload) -> int:
     """Disk a finished recording keeps once zero pages are holes. Measured on the standard
-    corpus (f875cd7): 285-320 MiB for a 512 MiB guest, 420-440 MiB when runc and its container
+    corpus (f875cd7): 285-320 MiB for a 512 MiB guest (250 on 5.10), 420-440 MiB when runc and its container
     are in it too, and the pages a memory workload fills appear in the ELF, the live copy and
     (compressed a little) the kdump."""
     runc = 130 if workload.program == "runc-box" else 0
@@ -306,7 +306,16 @@ def _record_into(
     (path / "live").mkdir()
 
     disks = [work / "in.img", work / "out.img"]
-    with Guest(work, kernel.vmlinuz, image, workload.ram_mib, disks, cpu=workload.cpu, memory_dir=memory_dir) as guest:
+    with Guest(
+        work,
+        kernel.vmlinuz,
+        image,
+        workload.ram_mib,
+        disks,
+        cpu=workload.cpu,
+        cmdline_extra=kernel.kernel.cmdline,
+        memory_dir=memory_dir,
+    ) as guest:
         guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for {workload.name}")
         ready = guest.expect("RECORD-READY", 300, f"starting {workload.name} on {kernel_name}")
         timings["boot_and_ready"] = time.monotonic() - t0

@@ -107,7 +107,13 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
         )
         jobs.blank_output_disk(work / "out.img", 64)
         with Guest(
-            work, kernel.vmlinuz, image, workload.ram_mib, [work / "in.img", work / "out.img"], cpu=workload.cpu
+            work,
+            kernel.vmlinuz,
+            image,
+            workload.ram_mib,
+            [work / "in.img", work / "out.img"],
+            cpu=workload.cpu,
+            cmdline_extra=kernel.kernel.cmdline,
         ) as guest:
             try:
                 guest.wait_for_job(BOOT_TIMEOUT, f"booting {manifest['kernel']} to restore {workload.name}")

@@ -10,7 +10,8 @@ import warnings
 
 import pytest
 
-from corpus.workloads import STANDARD, get_workload
+from corpus import matrix
+from corpus.workloads import get_workload
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.errors import OvmError
@@ -94,8 +95,7 @@ def isfs() -> dict[str, dict]:
     return {kernel: isf_cache.json_loads(isf_cache.open_isf_bytes(path)) for kernel, path in ISF.items()}
 
 
-@pytest.mark.parametrize("workload", STANDARD)
-@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+@pytest.mark.parametrize("kernel,workload", matrix.cases(), ids=[f"{k}-{w}" for k, w in matrix.cases()])
 def test_every_member_the_walkers_read_has_its_kind_listed(recording, tmp_path, isfs, kernel, workload):
     seen = _members_read(recording(kernel, workload), tmp_path)
     assert len(seen) > 100

@@ -7,6 +7,12 @@ export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# the links udev makes on every distribution; without /dev/fd, 5.10's execveat() of a file
+# descriptor fails with ENOENT (measured), and runc re-executes itself that way (fexecve)
+ln -s /proc/self/fd /dev/fd
+ln -s /proc/self/fd/0 /dev/stdin
+ln -s /proc/self/fd/1 /dev/stdout
+ln -s /proc/self/fd/2 /dev/stderr
 mkdir -p /dev/pts /dev/shm /sys/fs/cgroup
 mount -t devpts -o ptmxmode=0666 devpts /dev/pts
 mount -t tmpfs tmpfs /run

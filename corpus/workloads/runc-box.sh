@@ -54,6 +54,12 @@ cp -a /bin /lib /usr /etc "$ROOTFS/"
 [ -e /lib64 ] && cp -a /lib64 "$ROOTFS/"
 for d in proc sys dev run tmp data; do mkdir -p "$ROOTFS/$d"; done
 cp "/etc/ovm/$CONFIG" "$SYSROOT$BUNDLE/config.json"
+# the container's environment is its config's alone: the guest's glibc tunables go there too
+# (on 5.10, where no program in the guest registers rseq, its processes do not either)
+if [ -n "${GLIBC_TUNABLES:-}" ]; then
+    sed -i "s|\"TERM=xterm\"|\"TERM=xterm\", \"GLIBC_TUNABLES=$GLIBC_TUNABLES\"|" "$SYSROOT$BUNDLE/config.json"
+    grep -q GLIBC_TUNABLES "$SYSROOT$BUNDLE/config.json" || { echo "SETUP FAIL no env in $CONFIG"; exit 1; }
+fi
 if [ -n "$INET" ]; then
     # the prestart hook of the inet configs (runc_inet_config in initramfs.py)
     cat > "$SYSROOT/ovm-lo-up" <<'HOOK'

@@ -27,6 +27,7 @@ import struct
 from typing import Any
 
 from ..errors import GuestDataError, UnsupportedError
+from ..kernel.core.features import kernel_has
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.cpu.fpu import task_fpu
@@ -117,13 +118,21 @@ SNAPSHOT_DIFFERENCES: tuple[tuple[str, str], ...] = (
 # ---------------------------------------------------------------------------- fix-ups
 
 
-def task_rseq(task: Struct) -> Rseq | None:
+def task_rseq(prog: Program, task: Struct) -> Rseq | None:
     """The rseq registration of a ``struct task_struct`` as PTRACE_GET_RSEQ_CONFIGURATION
     reports it (abi_size: ``rseq_len`` since 6.3, sizeof(struct rseq) = 32 before);
-    None on kernels without rseq."""
+    None on kernels without rseq, and on kernels without that request (before 5.13), where
+    criu writes no rseq entry and refuses a thread that registered one."""
     if not task.has_member_("rseq"):
         return None
     ptr = int(task.rseq)
+    if not kernel_has(prog.symbols, "has_ptrace_get_rseq_conf"):
+        if ptr:
+            raise UnsupportedError(
+                f"pid {task.pid} registered rseq on a kernel without PTRACE_GET_RSEQ_CONFIGURATION (before 5.13), "
+                "where criu refuses it too (glibc registers none with GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+            )
+        return None
     size = task.rseq_len if task.has_member_("rseq_len") else (ORIG_RSEQ_SIZE if ptr else 0)
     return Rseq(abi_pointer=ptr, abi_size=size, signature=task.rseq_sig & 0xFFFF_FFFF)
 
@@ -139,11 +148,11 @@ def rseq_fixup(task: Struct, rseq: Rseq | None, regs: Registers) -> tuple[Rseq |
     if not cs_ptr:
         return rseq, regs
     rseq_flags = struct.unpack_from("<I", raw, _RSEQ_FLAGS_OFFSET)[0]
-    version, cs_flags, start_ip, post_commit_offset, abort_ip = struct.unpack(
+    cs_abi, cs_flags, start_ip, post_commit_offset, abort_ip = struct.unpack(
         "<IIQQQ", task_read_user(task, cs_ptr, _RSEQ_CS_SIZE)
     )
-    if version != 0:
-        raise UnsupportedError(f"pid {task.pid}: rseq_cs at 0x{cs_ptr:x} has ABI version {version}")
+    if cs_abi != 0:
+        raise UnsupportedError(f"pid {task.pid}: rseq_cs at 0x{cs_ptr:x} has ABI version {cs_abi}")
     flags = cs_flags | rseq_flags
     if flags & RSEQ_CS_FLAG_NO_RESTART_ON_SIGNAL:
         rseq = dataclasses.replace(rseq, cs_pointer=cs_ptr)
@@ -170,7 +179,7 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
     else:
         outcome, fpu = syscall_fixup(task, task_user_regs(task)), task_fpu(task)
     regs = outcome.regs
-    rseq, regs = rseq_fixup(task, task_rseq(task), regs)
+    rseq, regs = rseq_fixup(task, task_rseq(prog, task), regs)
     sas_sp, sas_size, sas_flags = task_sigaltstack(task)
     pending = task_pending(task)
     seccomp_mode = task_seccomp_mode(task)

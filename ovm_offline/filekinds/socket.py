@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..criu.build.common import NET
+from ..kernel.core.features import kernel_has
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Struct
 from ..kernel.net.sock import SOCK_BUF_LOCK_MASK, SOCK_PASSCRED, SOCK_PASSSEC, sock_flag, sock_flag_bit, sock_timeout
@@ -33,7 +34,7 @@ class SocketOptions:
     broadcast: bool
     keepalive: bool
     oobinline: bool
-    buf_lock: int
+    buf_lock: int | None  # None: the kernel has no SO_BUF_LOCK (before 5.14)
 
 
 def socket_options(prog: Program, sock: Struct, sk: Struct) -> SocketOptions:
@@ -60,7 +61,7 @@ def socket_options(prog: Program, sock: Struct, sk: Struct) -> SocketOptions:
         broadcast=flag("SOCK_BROADCAST"),
         keepalive=flag("SOCK_KEEPOPEN"),
         oobinline=flag("SOCK_URGINLINE"),
-        buf_lock=sk.sk_userlocks & SOCK_BUF_LOCK_MASK,
+        buf_lock=sk.sk_userlocks & SOCK_BUF_LOCK_MASK if kernel_has(prog.symbols, "has_sockopt_buf_lock") else None,
     )
 
 
@@ -84,5 +85,5 @@ def sk_opts_entry(o: SocketOptions) -> NET.sk_opts_entry:
         so_broadcast=o.broadcast,
         so_keepalive=o.keepalive,
         so_oobinline=int(o.oobinline),
-        so_buf_lock=o.buf_lock,
+        so_buf_lock=o.buf_lock,  # None leaves it unset, as criu on a kernel without SO_BUF_LOCK
     )

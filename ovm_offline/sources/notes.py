@@ -181,9 +181,9 @@ def parse_prstatus(desc: bytes, where: str) -> PrStatus:
 def parse_qemu_cpu_state(desc: bytes, where: str) -> QemuCpuState:
     if len(desc) < QEMU_STATE_V1_SIZE:
         raise fail(where, f"QEMU CPU-state note has {len(desc)} bytes, expected at least {QEMU_STATE_V1_SIZE}")
-    version, size = QEMU_HEAD.unpack_from(desc, 0)
-    if version != 1:
-        raise fail(where, f"QEMU CPU-state note has unknown version {version}")
+    note_format, size = QEMU_HEAD.unpack_from(desc, 0)
+    if note_format != 1:
+        raise fail(where, f"QEMU CPU-state note has unknown version {note_format}")
     gprs = dict(zip(QEMU_GPR_NAMES, QEMU_GPRS.unpack_from(desc, 8)))
     rip, rflags = QEMU_RIP_RFLAGS.unpack_from(desc, 136)
     segments = {}
@@ -196,7 +196,7 @@ def parse_qemu_cpu_state(desc: bytes, where: str) -> QemuCpuState:
     kernel_gs_base = None
     if size >= QEMU_KERNEL_GS_BASE_OFFSET + 8 and len(desc) >= QEMU_KERNEL_GS_BASE_OFFSET + 8:
         (kernel_gs_base,) = struct.unpack_from("<Q", desc, QEMU_KERNEL_GS_BASE_OFFSET)
-    return QemuCpuState(version, size, gprs, rip, rflags, segments, cr, kernel_gs_base)
+    return QemuCpuState(note_format, size, gprs, rip, rflags, segments, cr, kernel_gs_base)
 
 
 def parse_vmcoreinfo(text: bytes) -> dict[str, str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SYMBOLS = REPO / "symbols"
 ISF = {
+    "5.10": SYMBOLS / "linux" / "debian-5.10.0-32-cloud-amd64.json.xz",
     "6.1": SYMBOLS / "linux" / "debian-6.1.0-56-cloud-amd64.json.xz",
     "6.12": SYMBOLS / "linux" / "debian-6.12.117+deb12-cloud-amd64.json.xz",
 }

@@ -68,11 +68,11 @@ __all__ = [
 ]
 
 
-CACHE_FORMAT = 16  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds; 5: inet members; 6: UTS and user namespace members; 7: iov_iter members; 8: members of untagged structs; 9: hrtimer clock bases; 10: dentry children and child mounts; 11: mounts of a mount namespace and their file systems' options; 12: tmpfs files, cgroup namespace roots; 13: a user namespace's parent; 14: runqueue's task, FPU's last CPU; 15: buckets of per-name marshal bytes, uncompressed; 16: locks, seccomp filters, tty queues, posix timers, nsfs
+CACHE_FORMAT = 17  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds; 5: inet members; 6: UTS and user namespace members; 7: iov_iter members; 8: members of untagged structs; 9: hrtimer clock bases; 10: dentry children and child mounts; 11: mounts of a mount namespace and their file systems' options; 12: tmpfs files, cgroup namespace roots; 13: a user namespace's parent; 14: runqueue's task, FPU's last CPU; 15: buckets of per-name marshal bytes, uncompressed; 16: locks, seccomp filters, tty queues, posix timers, nsfs; 17: enumerators by name
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096
 # Prefixes keep the three namespaces apart inside one set of buckets.
-P_TYPE, P_ENUM, P_SYM = "t:", "e:", "s:"
+P_TYPE, P_ENUM, P_SYM, P_CONST = "t:", "e:", "s:", "c:"
 
 _ISF_SUFFIXES = (".json", ".json.xz", ".json.gz", ".json.bz2")
 # No real directory of symbol tables has more; the bound keeps a mistaken
@@ -324,6 +324,17 @@ def _bucket_of(key: str) -> int:
     return zlib.crc32(key.encode("utf-8", "surrogateescape")) % _NBUCKETS
 
 
+def enumerators(isf: dict[str, Any]) -> dict[str, int | None]:
+    """Every enumerator of the ISF's enums by its name alone: the way to the constants of
+    anonymous enums (dwarf2json names them unnamed_<hash>). A name two enums give different
+    values maps to None: it is ambiguous."""
+    values: dict[str, int | None] = {}
+    for enum in (isf.get("enums") or {}).values():
+        for constant, value in ((enum or {}).get("constants") or {}).items():
+            values[constant] = value if values.get(constant, value) == value else None
+    return values
+
+
 def build_cache_blob(isf: dict[str, Any], sha256: str, source_name: str) -> bytes:
     """Turn a parsed ISF into the bucketed cache format."""
     buckets: list[dict[str, Any]] = [{} for _ in range(_NBUCKETS)]
@@ -335,6 +346,8 @@ def build_cache_blob(isf: dict[str, Any], sha256: str, source_name: str) -> byte
         put(P_TYPE + name, t)
     for name, t in (isf.get("enums") or {}).items():
         put(P_ENUM + name, t)
+    for constant, value in enumerators(isf).items():
+        put(P_CONST + constant, value)
     banner = None
     for name, s in (isf.get("symbols") or {}).items():
         if not isinstance(s, dict):
@@ -437,6 +450,7 @@ class DictReader:
             "base_types": isf.get("base_types") or {},
         }
         self._isf = isf
+        self._enumerators: dict[str, int | None] | None = None
 
     def get(self, key: str) -> Any:
         prefix, name = key[:2], key[2:]
@@ -444,5 +458,9 @@ class DictReader:
             return (self._isf.get("user_types") or {}).get(name)
         if prefix == P_ENUM:
             return (self._isf.get("enums") or {}).get(name)
+        if prefix == P_CONST:
+            if self._enumerators is None:
+                self._enumerators = enumerators(self._isf)
+            return self._enumerators.get(name)
         s = (self._isf.get("symbols") or {}).get(name)
         return (s.get("address"), s.get("type")) if isinstance(s, dict) else None

@@ -225,6 +225,15 @@ class Array(Object):
         for i in range(self.type_.count):
             yield self[i]
 
+    def trailing_(self, i: int) -> Any:
+        """Element i of the array that ends a struct the kernel allocates longer than declared:
+        ``numbers[1]`` in 5.10's struct pid, the flexible ``numbers[]`` later. The caller
+        bounds i by what the struct itself says (pid->level)."""
+        if not 0 <= i < MAX_FLEX_INDEX:
+            raise GuestDataError(f"index {i} out of range for the trailing {self.type_.describe()}")
+        el = self.type_.element
+        return read_value(self.prog_, el, self.address_ + i * el.size)
+
     def string_(self, max_len: int = 4096) -> bytes:
         """A char array's contents up to its first NUL; an array of unknown length
         (``char linux_banner[]``) is read as a C string of at most `max_len` bytes."""

@@ -37,6 +37,7 @@ from typing import Any
 from ...errors import SymbolError
 from .isf_cache import (
     CACHE_FORMAT,
+    P_CONST,
     P_ENUM,
     P_SYM,
     P_TYPE,
@@ -219,6 +220,12 @@ class SymbolTable:
             return True
         except SymbolError:
             return False
+
+    def enumerator(self, constant: str) -> int | None:
+        """The value of an enumerator by its name alone, whichever enum holds it (anonymous
+        enums have no name to ask by); None where no enum has it, or enums disagree."""
+        value = self._r.get(P_CONST + constant)
+        return value if isinstance(value, int) else None
 
     def enum_value(self, enum: str, constant: str, default: int | None = None) -> int:
         """The value of an enum constant (e.g. pid_type, PIDTYPE_PGID)."""

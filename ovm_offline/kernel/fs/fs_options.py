@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..core.objects import Struct
+from ..ds.list import hlist_for_each_entry
 
 if TYPE_CHECKING:
     from ..core.memory import Program
@@ -29,16 +30,17 @@ NR_UNIX98_PTY_MAX = 1 << 20
 HIDEPID_NAMES = {1: "noaccess", 2: "invisible", 4: "ptraceable"}
 # fs/ramfs/inode.c
 RAMFS_DEFAULT_MODE = 0o755
-#: kernel/cgroup/cgroup.c cgroup_show_options, in its order: the CGRP_ROOT_* constant (of an
-#: anonymous enum in include/linux/cgroup-defs.h; the last two since 6.8 and 6.11), its value,
-#: the option
+#: kernel/cgroup/cgroup.c cgroup_show_options, in its order: the CGRP_ROOT_* constant and the
+#: option. The constants are of an anonymous enum in include/linux/cgroup-defs.h whose values
+#: moved (memory_localevents is 1 << 5 on 5.10, 1 << 17 on 6.1), and kernels lack the newer
+#: ones: each is read from the ISF, and one it lacks is an option that kernel cannot show.
 CGROUP2_OPTIONS = (
-    ("CGRP_ROOT_NS_DELEGATE", 1 << 3, "nsdelegate"),
-    ("CGRP_ROOT_FAVOR_DYNMODS", 1 << 4, "favordynmods"),
-    ("CGRP_ROOT_MEMORY_LOCAL_EVENTS", 1 << 17, "memory_localevents"),
-    ("CGRP_ROOT_MEMORY_RECURSIVE_PROT", 1 << 18, "memory_recursiveprot"),
-    ("CGRP_ROOT_MEMORY_HUGETLB_ACCOUNTING", 1 << 19, "memory_hugetlb_accounting"),
-    ("CGRP_ROOT_PIDS_LOCAL_EVENTS", 1 << 20, "pids_localevents"),
+    ("CGRP_ROOT_NS_DELEGATE", "nsdelegate"),
+    ("CGRP_ROOT_FAVOR_DYNMODS", "favordynmods"),
+    ("CGRP_ROOT_MEMORY_LOCAL_EVENTS", "memory_localevents"),
+    ("CGRP_ROOT_MEMORY_RECURSIVE_PROT", "memory_recursiveprot"),
+    ("CGRP_ROOT_MEMORY_HUGETLB_ACCOUNTING", "memory_hugetlb_accounting"),
+    ("CGRP_ROOT_PIDS_LOCAL_EVENTS", "pids_localevents"),
 )
 
 
@@ -54,9 +56,33 @@ def _totalram_pages(prog: Program) -> int:
     return int(prog["_totalram_pages"].counter)
 
 
+#: include/linux/fs.h: a super block of the kernel's own mount (shm_mnt), made without the
+#: defaults a user's mount gets
+SB_KERNMOUNT = 1 << 22
+#: tmpfs super blocks looked at for the kernel's inode64 default
+MAX_TMPFS_SUPERS = 4096
+
+
+def tmpfs_defaults_to_inode64(prog: Program) -> bool:
+    """Whether the kernel was built with CONFIG_TMPFS_INODE64 (Debian 12's kernels are, Debian
+    11's 5.10 is not), which no ISF says: with it, every tmpfs a user mounts without `inode32`
+    has 64-bit inode numbers (``shmem_sb_info.full_inums``), so one such mount shows it."""
+    supers = hlist_for_each_entry(
+        prog,
+        "super_block",
+        prog["shmem_fs_type"].fs_supers,
+        "s_instances",
+        name="tmpfs super blocks",
+        limit=MAX_TMPFS_SUPERS,
+    )
+    return any(
+        not sb.s_flags & SB_KERNMOUNT and prog.struct("shmem_sb_info", int(sb.s_fs_info)).full_inums for sb in supers
+    )
+
+
 def _shmem(sb: Struct) -> list[str]:
-    """mm/shmem.c shmem_show_options (x86-64: no highmem; CONFIG_TMPFS_INODE64, as Debian's
-    kernels have it, so inode64 or inode32 is always shown)."""
+    """mm/shmem.c shmem_show_options (x86-64: no highmem). inode64 or inode32 (5.9+) is shown
+    for a kernel built with CONFIG_TMPFS_INODE64, for the others only inode64."""
     info = _fs_info(sb, "shmem_sb_info")
     total = _totalram_pages(sb.prog_)
     options = []
@@ -70,7 +96,8 @@ def _shmem(sb: Struct) -> list[str]:
         options.append(f"uid={int(info.uid.val)}")
     if int(info.gid.val):
         options.append(f"gid={int(info.gid.val)}")
-    options.append("inode64" if info.full_inums else "inode32")
+    if info.has_member_("full_inums") and (info.full_inums or tmpfs_defaults_to_inode64(sb.prog_)):
+        options.append("inode64" if info.full_inums else "inode32")
     if int(info.huge):
         options.append(f"huge={SHMEM_HUGE_NAMES.get(int(info.huge), 'unknown')}")
     if info.mpol:
@@ -118,7 +145,8 @@ def _kernfs(sb: Struct) -> list[str]:
     if fstype != b"cgroup2":
         raise _Unknown(f"the options of {fstype.decode(errors='replace')}")
     flags = int(sb.prog_["cgrp_dfl_root"].flags)
-    return [option for _constant, bit, option in CGROUP2_OPTIONS if flags & bit]
+    bits = ((sb.prog_.symbols.enumerator(constant), option) for constant, option in CGROUP2_OPTIONS)
+    return [option for bit, option in bits if bit is not None and flags & bit]
 
 
 def _ramfs(sb: Struct) -> list[str]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from ...errors import GuestDataError
+from ...errors import GuestDataError, SymbolError
 from ..core.objects import Struct
 
 if TYPE_CHECKING:
-    pass
+    from ..core.memory import Program
 
 __all__ = [
     "AF_INET",
@@ -52,11 +52,17 @@ TCP_STATE_NAMES = {
     12: "NEW_SYN_RECV",
 }
 TCP_LISTEN = 10
-# Constants of anonymous enums, which an ISF cannot be asked for by name; both pinned ISFs
-# agree (tests/test_kernel_symbols.py checks them): include/net/inet_sock.h (6.6+, where
-# inet_flags replaced the bit-fields) and include/linux/udp.h
-INET_FLAGS_FREEBIND = 11
-UDP_FLAGS_CORK = 0
+
+
+def _flag_bit(prog: Program, constant: str) -> int:
+    """A bit number from an anonymous enum (include/net/inet_sock.h's INET_FLAGS_*,
+    include/linux/udp.h's UDP_FLAGS_*), read from the ISF as every layout is."""
+    bit = prog.symbols.enumerator(constant)
+    if bit is None:
+        raise SymbolError(
+            f"{prog.symbols.name} has a flags word but no enumerator {constant}: this layout is not supported"
+        )
+    return bit
 
 
 def sock_inet(sk: Struct) -> Struct:
@@ -106,7 +112,7 @@ def inet_freebind(inet: Struct) -> bool:
     after."""
     if inet.has_member_("freebind"):
         return bool(inet.freebind)
-    return bool(inet.inet_flags >> INET_FLAGS_FREEBIND & 1)
+    return bool(inet.inet_flags >> _flag_bit(inet.prog_, "INET_FLAGS_FREEBIND") & 1)
 
 
 def tcp_diag_queues(sk: Struct) -> tuple[int, int]:
@@ -130,7 +136,7 @@ def udp_corked(sk: Struct) -> bool:
     stable releases), ``corkflag`` before."""
     up = sk.prog_.struct("udp_sock", sk.address_)
     if up.has_member_("udp_flags"):
-        return bool(up.udp_flags >> UDP_FLAGS_CORK & 1)
+        return bool(up.udp_flags >> _flag_bit(sk.prog_, "UDP_FLAGS_CORK") & 1)
     return bool(up.corkflag)
 
 

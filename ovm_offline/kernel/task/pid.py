@@ -61,7 +61,7 @@ def _pid_upid(pid: Pointer, level: int) -> Struct:
         raise SymbolError(
             f"struct pid.numbers is {numbers.type_.describe() if hasattr(numbers, 'type_') else type(numbers).__name__}, not an array of struct upid, in this ISF"
         )
-    upid: Struct = numbers[level]
+    upid: Struct = numbers.trailing_(level)  # level is bounded by pid_level
     return upid
 
 
