@@ -54,3 +54,7 @@ _.linkname, _.devmajor, _.devminor
 
 # Called by the dataclasses module as its ``exec`` (dataclass_code.install).
 _.__call__
+
+# A kernel feature row's evidence: the ISF fact that stands for the feature, said in the row
+# for whoever checks or adds one (kernel/core/features.py).
+_.evidence

@@ -15,6 +15,7 @@ __all__ = [
     "ExitCode",
     "GuestDataError",
     "ImageError",
+    "LayoutError",
     "MomentError",
     "NoSuchProcess",
     "OutputError",
@@ -39,6 +40,7 @@ class ExitCode(enum.IntEnum):
     IMAGES = 6
     NO_SUCH_PROCESS = 7
     MOMENT = 8  # refused only for what the guest was doing at the pause: another moment may be saved
+    LAYOUT = 9  # the guest kernel's ISF loaded, and describes a structure the walkers do not know
     INTERNAL = 70  # EX_SOFTWARE: a bug of ours, not bad input
     INTERRUPTED = 130  # 128 + SIGINT
 
@@ -57,6 +59,12 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
     ExitCode.SYMBOLS: (
         "no usable ISF for the guest kernel",
         "no symbol table (ISF) matches the guest kernel 'Linux version 6.1.0-56-cloud-amd64 ...' (searched ...)",
+    ),
+    ExitCode.LAYOUT: (
+        "the ISF of the guest's kernel is there, but that kernel lays out a structure in a way ovm-offline"
+        " does not know (yet): the struct and member are named",
+        "the ISF debian-7.2.13+deb14-cloud-amd64.json.xz loaded, but the kernel it describes has a layout not"
+        " supported: mm_struct.flags is struct mm_flags_t, where the walkers read integer (README: Supported kernels)",
     ),
     ExitCode.GUEST_DATA: (
         "guest kernel data is inconsistent (a loop, an absurd length, a bad pointer)",
@@ -102,6 +110,12 @@ class SymbolError(OvmError):
     """No usable symbol table (ISF) for the guest kernel."""
 
     exit_code = ExitCode.SYMBOLS
+
+
+class LayoutError(SymbolError):
+    """The ISF loaded, and a structure the walkers read has a layout they do not know."""
+
+    exit_code = ExitCode.LAYOUT
 
 
 class GuestDataError(OvmError):

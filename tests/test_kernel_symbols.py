@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from ovm_offline.errors import ExitCode, SymbolError
+from ovm_offline.errors import ExitCode, LayoutError, SymbolError
 from ovm_offline.kernel.core import isf_cache as symmod
+from ovm_offline.kernel.core.identify import open_kernel
 from ovm_offline.kernel.core.ktypes import ArrayType, BitfieldType, IntType, PointerType, StructType
 from ovm_offline.kernel.core.member_kinds import MEMBER_KINDS, check_member_kinds
 from ovm_offline.kernel.core.symbols import CACHE_FORMAT, SymbolTable, find_isf_files, isf_banners, load_isf
+from ovm_offline.sources import open_source
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
-from tests.support.paths import ISF, REPO, SYMBOLS
+from tests.support.paths import ISF, REPO, SHARED, SYMBOLS
 
 BANNER = b"Linux version 9.9.9-test (me@here) (gcc) #1 SMP\n"
 
@@ -370,11 +372,14 @@ def test_an_isf_that_retypes_a_member_the_walkers_read_is_refused_naming_it(tmp_
     mutate(isf)
     path = tmp_path / "mutated.json"
     path.write_text(json.dumps(isf))
-    with pytest.raises(SymbolError, match=re.escape(f"ISF {path}: {needle}")):
+    with pytest.raises(SymbolError, match=re.escape(needle)) as refused:
         load_isf(path, use_cache=False)
+    assert str(path) in str(refused.value)
+    # a member of another kind is a kernel laid out otherwise; one outside its struct, a broken ISF
+    assert isinstance(refused.value, LayoutError) == ("takes bytes" not in needle)
 
 
-def test_the_member_kinds_hold_for_both_pinned_kernels():
+def test_the_member_kinds_hold_for_every_pinned_kernel():
     """The table was made from these ISFs; a change to it that they fail is a wrong row."""
     for path in ISF.values():
         check_member_kinds(symmod.json_loads(symmod.open_isf_bytes(path)), path)
@@ -446,9 +451,34 @@ def test_an_isf_retyping_a_member_is_said_and_skipped_and_the_result_is_unchange
     assert plain.returncode == 0 and mutated.returncode == 0, mutated.stderr
     assert mutated.stdout == plain.stdout
     assert mutated.stderr.strip() == (
-        f"ovm-offline: warning: ISF {bad}: task_struct.mm is integer, "
-        "where the walkers read pointer to struct mm_struct; skipped"
+        f"ovm-offline: warning: the ISF {bad} loaded, but the kernel it describes has a layout not supported: "
+        "task_struct.mm is integer, where the walkers read pointer to struct mm_struct (README: Supported kernels); skipped"
     )
+
+
+@pytest.mark.guest
+def test_the_isf_of_a_kernel_laid_out_as_the_walkers_do_not_know_is_said_so_not_missing(recording, tmp_path):
+    """Where the only ISF of the guest's kernel describes a layout the walkers do not know,
+    the error says that, with its own exit code: not "no ISF matches, make one with
+    dwarf2json", which sent a user with the right ISF away to make another."""
+    rec = recording("6.1", "counter")
+    bad = _write_mutated_isf(tmp_path, "6.1", _retype("mm_struct", "flags", {"kind": "struct", "name": "mm_struct"}))
+    expected = (
+        f"the ISF {bad} loaded, but the kernel it describes has a layout not supported: mm_struct.flags is struct"
+    )
+    with open_source(rec.elf) as source:
+        for only in ({"isf": bad}, {"symbol_dirs": [tmp_path], "include_default_symbols": False}):
+            with pytest.raises(LayoutError) as refused:
+                open_kernel(source, use_cache=False, **only)
+            assert str(refused.value).startswith(expected) and "dwarf2json" not in str(refused.value)
+            assert refused.value.exit_code == ExitCode.LAYOUT == 9
+
+
+def test_debian_unstables_7_2_isf_is_refused_for_its_layout_by_struct_and_member():
+    """Until the walkers know 7.2's layouts (issue #30), its ISF is refused as a layout, naming
+    the first member that differs."""
+    with pytest.raises(LayoutError, match=r"loaded, but the kernel it describes has a layout not supported: \S+ is "):
+        load_isf(SHARED / "symbols" / "linux" / "debian-7.2.13+deb14-cloud-amd64.json.xz", use_cache=False)
 
 
 @pytest.mark.guest

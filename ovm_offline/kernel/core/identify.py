@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ...errors import GuestDataError, SymbolError
+from ...errors import GuestDataError, LayoutError, SymbolError
 from ...sources.base import PhysicalSource
 from .memory import KASLR_MAX, START_KERNEL_MAP, U64, Program
 from .paging import ADDR_MASK, CR4_LA57, KPTI_USER_BIT, PAGE_SIZE, PageTables, PhysicalRuns
@@ -277,23 +277,31 @@ def open_kernel(
     vmci = source.vmcoreinfo() if use_vmcoreinfo else None
     koff = _vmcoreinfo_int(vmci, "KERNELOFFSET", 16) if vmci else None
     pbase = _vmcoreinfo_int(vmci, "NUMBER(phys_base)") if vmci else None
+    # ISFs of the guest's kernel refused for a layout the walkers do not know: said as such,
+    # not as "no ISF matches", when no other ISF fits
+    refused: list[LayoutError] = []
     if vmci is not None and koff is not None and pbase is not None:
         release = (vmci.get("OSRELEASE") or "").strip() or None
-        prog = _open_by_vmcoreinfo(source, runs, candidates, vmci, koff, pbase, release, use_cache)
+        prog = _open_by_vmcoreinfo(source, runs, candidates, vmci, koff, pbase, release, use_cache, refused)
         if prog is None:
-            raise _no_isf_error(source, candidates, searched, release, forced=isf is not None)
+            raise _no_isf_error(source, candidates, searched, release, forced=isf is not None, refused=refused)
         return prog
-    return _open_by_banner(source, runs, candidates, searched, forced=isf is not None, use_cache=use_cache)
+    return _open_by_banner(
+        source, runs, candidates, searched, forced=isf is not None, use_cache=use_cache, refused=refused
+    )
 
 
-def _load_candidate(path: Path, use_cache: bool, only: bool) -> SymbolTable | None:
-    """The ISF at `path`, or None (with a warning) when it is broken and others may fit;
-    the one ISF a user named, or the only one there is, fails with its own error."""
+def _load_candidate(path: Path, use_cache: bool, only: bool, refused: list[LayoutError]) -> SymbolTable | None:
+    """The ISF at `path`, or None (with a warning) when it is broken, or of a layout the
+    walkers do not know (kept in `refused`), and others may fit; the one ISF a user named, or
+    the only one there is, fails with its own error."""
     try:
         return load_isf(path, use_cache=use_cache)
     except SymbolError as e:
         if only:
             raise
+        if isinstance(e, LayoutError):
+            refused.append(e)
         log.warning("%s; skipped", e)
         return None
 
@@ -307,12 +315,13 @@ def _open_by_vmcoreinfo(
     pbase: int,
     release: str | None,
     use_cache: bool,
+    refused: list[LayoutError],
 ) -> Program | None:
     """The kernel as VMCOREINFO lays it out, with the first ISF that fits it, or None."""
     for path, banner in candidates:
         if banner is not None and release is not None and banner_release(banner) != release:
             continue
-        symbols = _load_candidate(path, use_cache, len(candidates) == 1)
+        symbols = _load_candidate(path, use_cache, len(candidates) == 1, refused)
         if symbols is None or not _verify_vmcoreinfo_layout(source, runs, symbols, vmci, koff, pbase):
             continue
         d = (koff + pbase) & U64
@@ -340,6 +349,7 @@ def _open_by_banner(
     *,
     forced: bool,
     use_cache: bool,
+    refused: list[LayoutError],
 ) -> Program:
     """No VMCOREINFO: the kernel whose banner is in physical memory and whose page tables map
     it there; a layout a vCPU's CR3 confirms wins, then one whose task list is intact."""
@@ -355,7 +365,7 @@ def _open_by_banner(
             continue
         tried_match = True
         for path in paths:
-            symbols = _load_candidate(path, use_cache, forced)
+            symbols = _load_candidate(path, use_cache, forced, refused)
             if symbols is None or not symbols.has_symbol("linux_banner"):
                 continue
             for prog, by_vcpu in _programs_at(source, runs, symbols, pa):
@@ -373,7 +383,7 @@ def _open_by_banner(
             "the guest's kernel banner matches an ISF but no KASLR offset maps it"
             " through the kernel page tables: corrupt or foreign page tables"
         )
-    raise _no_isf_error(source, candidates, searched, None, forced=forced)
+    raise _no_isf_error(source, candidates, searched, None, forced=forced, refused=refused)
 
 
 def _programs_at(
@@ -404,7 +414,10 @@ def _no_isf_error(
     searched: list[Path],
     release: str | None,
     forced: bool,
+    refused: list[LayoutError],
 ) -> SymbolError:
+    if refused:
+        return refused[0]
     cut_short: list[int] = []
     guest = _guest_banner_for_message(source, release, cut_short)
     if guest is None:

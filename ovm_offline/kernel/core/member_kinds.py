@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...errors import SymbolError
+from ...errors import LayoutError, SymbolError
 
 __all__ = ["MEMBER_KINDS", "check_member_kinds", "raw_kind", "raw_member"]
 
@@ -161,23 +161,31 @@ def raw_member_path(isf: dict[str, Any], name: str) -> tuple[str, tuple[int, Any
 
 def check_member_kinds(isf: dict[str, Any], path: Path) -> None:
     """Refuse a parsed ISF in which a member the walkers read has another kind of type than
-    `MEMBER_KINDS` says, or does not fit inside its struct."""
+    `MEMBER_KINDS` says (LayoutError: a kernel laid out as the walkers do not know), or does
+    not fit inside its struct (SymbolError: a broken ISF)."""
     for name, expected in MEMBER_KINDS.items():
         try:
             struct, found = raw_member_path(isf, name)
         except SymbolError as error:
-            raise SymbolError(f"ISF {path}: {error}") from None
+            raise LayoutError(_unsupported(path, str(error))) from None
         if found is None:
             continue
         offset, ref, struct_size = found
         kind = raw_kind(isf, ref)
         if kind not in expected:
-            raise SymbolError(f"ISF {path}: {name} is {kind}, where the walkers read {' or '.join(expected)}")
+            raise LayoutError(_unsupported(path, f"{name} is {kind}, where the walkers read {' or '.join(expected)}"))
         size = _raw_size(isf, ref)
         if size is not None and offset + size > struct_size:
             raise SymbolError(
                 f"ISF {path}: {name} takes bytes {offset}..{offset + size} of a {struct_size}-byte struct {struct}"
             )
+
+
+def _unsupported(path: Path, what: str) -> str:
+    return (
+        f"the ISF {path} loaded, but the kernel it describes has a layout not supported: {what}"
+        " (README: Supported kernels)"
+    )
 
 
 #: kind -> the members the walkers read as that kind (a member listed under two kinds may be
