@@ -217,6 +217,10 @@ def test_ignore_rule_patterns():
     assert p.matches("core.tc.timers.posix[3].vnsec") and not p.matches("core.tc.timers.posix.vnsec")
     whole = IgnoreRule("timens", "")
     assert whole.matches("timens") and whole.matches("timens.monotonic.tv_sec") and not whole.matches("timensx")
+    freezer = IgnoreRule("core.tc.flags", "a bit criu's own ptrace stop sets", bits=0x40000000)
+    assert freezer.covers("core.tc.flags", 0x400040, 0x40400040)
+    assert not freezer.covers("core.tc.flags", 0x400040, 0x40400000)  # another bit differs too
+    assert not freezer.covers("core.tc.flags", 0x400040, "0x40400040")
     assert all(rule.reason for rule in diff.DEFAULT_IGNORES)
 
 

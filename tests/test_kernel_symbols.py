@@ -401,7 +401,7 @@ MEMBER_TABLE_OF_FORMAT = {
     14: "db298de6b8e2d404",
     15: "db298de6b8e2d404",
     16: "11f9ec60cebe1cf6",
-    17: "11f9ec60cebe1cf6",
+    17: "4f2211d662b23f20",
 }
 
 

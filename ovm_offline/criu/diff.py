@@ -226,7 +226,7 @@ class _Collector:
         d = Difference(image, entry, path, ours, theirs)
         rules = [*self.ignore, *ZOMBIE_IGNORES] if entry in self.zombies else self.ignore
         for rule in rules:
-            if rule.matches(path):
+            if rule.covers(path, ours, theirs):
                 self.result.ignored.append((d, rule))
                 return
         self.result.differences.append(d)

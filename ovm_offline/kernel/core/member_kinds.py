@@ -223,7 +223,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "sock.sk_type sock.sk_userlocks sock_common.skc_bound_dev_if sock_common.skc_family "
         "sock_common.skc_flags sock_common.skc_reuse sock_common.skc_reuseport "
         "sock_common.skc_state socket.flags super_block.s_dev super_block.s_magic "
-        "task_struct.__state task_struct.exit_state task_struct.flags task_struct.on_cpu "
+        "tty_struct.packet udp_sock.corkflag "
+        "task_struct.__state task_struct.state task_struct.exit_state task_struct.flags task_struct.on_cpu "
         "task_struct.pdeath_signal task_struct.personality task_struct.pid task_struct.policy "
         "task_struct.restore_sigmask task_struct.rseq_len task_struct.rseq_sig "
         "task_struct.rt_priority task_struct.sas_ss_flags task_struct.sas_ss_size "
@@ -306,7 +307,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct path": "file.f_path fs_struct.pwd fs_struct.root unix_sock.path",
     "pointer to function": "dentry_operations.d_dname sigaction.sa_handler sigaction.sa_restorer",
     "pointer to struct kernfs_node": "cgroup.kn cgroup_file.kn kernfs_node.parent",
-    "pointer to struct pid": "fown_struct.pid task_struct.thread_pid unix_skb_parms.pid",
+    "pointer to struct pid": (
+        "fown_struct.pid task_struct.thread_pid unix_skb_parms.pid tty_struct.pgrp tty_struct.session"
+    ),
     "pointer to struct sock": "sk_buff.sk socket.sk unix_sock.peer",
     "pointer to struct task_struct": "hrtimer_sleeper.task rq.curr task_struct.group_leader task_struct.real_parent",
     "pointer to struct tty_struct": "signal_struct.tty tty_file_private.tty tty_struct.link",
@@ -326,8 +329,11 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "cgroup_subsys_state.children dentry.d_child dentry.d_subdirs mount.mnt_child mount.mnt_mounts "
         "task_struct.children mnt_namespace.list mount.mnt_list"
     ),
-    "struct hlist_head": "dentry.d_children",
-    "struct hlist_node": "dentry.d_sib",
+    "struct hlist_head": "dentry.d_children file_system_type.fs_supers",
+    "struct hlist_node": "dentry.d_sib super_block.s_instances",
+    # before 6.1: the VMAs in a list beside their rb-tree, and the FPU state inside struct fpu
+    "pointer to struct vm_area_struct": "mm_struct.mmap vm_area_struct.vm_next",
+    "union fpregs_state": "fpu.state",
     "struct sigpending": "signal_struct.shared_pending task_struct.pending",
     "struct xarray": "address_space.i_pages idr.idr_rt",
     "array of pointer": "signal_struct.pids",
