@@ -44,6 +44,7 @@ class Signals:
         self.dump = rec.elf
         self.work = work / "signals"
         self.work.mkdir(parents=True, exist_ok=True)
+        self._span: float | None = None  # how long a dump of this recording runs undisturbed
 
     def _argv(self, target: Path) -> list[str]:
         return [
@@ -59,12 +60,23 @@ class Signals:
             "-q",
         ]
 
+    def _undisturbed_span(self) -> float:
+        """Seconds a dump of this recording takes, measured once: the signals land within it
+        (a fixed window let a small guest's dump end before every signal)."""
+        if self._span is None:
+            started = time.monotonic()
+            subprocess.run(self._argv(self.work / "measured"), capture_output=True, timeout=120)
+            self._span = time.monotonic() - started
+            shutil.rmtree(self.work / "measured", ignore_errors=True)
+        return self._span
+
     def run_case(self, index: int, rng: random.Random) -> Case:
+        span = self._undisturbed_span()
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir()
         target = self.work / "images"
         sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-        delay = rng.uniform(0.05, 0.6)  # from the interpreter's start to past the page copy
+        delay = rng.uniform(0.05, max(0.1, span))  # from the interpreter's start to the dump's end
         started = time.monotonic()
         child = subprocess.Popen(
             self._argv(target),

@@ -1,4 +1,4 @@
-"""The mutation fuzzer's gate, in small: every family on a real recording of both kernels,
+"""The mutation fuzzer's gate, in small: every family on a real recording of each pinned kernel,
 a fixed seed, and not one case that hangs, dies, changes a result silently, leaves partial
 output or touches the host. `python -m fuzz` runs the same with as many cases as you like."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from corpus import kernels
 from fuzz.__main__ import FAMILIES, run_family
 from fuzz.harness import BAD
 
@@ -22,7 +23,7 @@ REACHED = {"runtimes": "warned"}
 
 
 @pytest.mark.parametrize(("family", "workload"), CASES_OF)
-@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+@pytest.mark.parametrize("kernel", list(kernels.KERNELS))
 def test_no_case_of_the_family_fails_the_gate(recording, tmp_path, family, workload, kernel):
     recording(kernel, workload)
     # memory is gated by `python -m fuzz` in a process of its own (see run_family)
