@@ -462,9 +462,9 @@ def test_the_isf_of_a_kernel_laid_out_as_the_walkers_do_not_know_is_said_so_not_
     the error says that, with its own exit code: not "no ISF matches, make one with
     dwarf2json", which sent a user with the right ISF away to make another."""
     rec = recording("6.1", "counter")
-    bad = _write_mutated_isf(tmp_path, "6.1", _retype("mm_struct", "flags", {"kind": "struct", "name": "mm_struct"}))
+    bad = _write_mutated_isf(tmp_path, "6.1", _retype("task_struct", "mm", {"kind": "base", "name": "int"}))
     expected = (
-        f"the ISF {bad} loaded, but the kernel it describes has a layout not supported: mm_struct.flags is struct"
+        f"the ISF {bad} loaded, but the kernel it describes has a layout not supported: task_struct.mm is integer"
     )
     with open_source(rec.elf) as source:
         for only in ({"isf": bad}, {"symbol_dirs": [tmp_path], "include_default_symbols": False}):
