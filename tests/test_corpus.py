@@ -64,7 +64,7 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     # the disk the recorder plans for (a CI run refuses up front what would not fit)
     kept = recorder._disk_used_mib(rec.root)
     assert (
-        0.85 * recorder.disk_kept_mib(get_workload(workload))
+        0.75 * recorder.disk_kept_mib(get_workload(workload))
         <= kept
         <= 1.1 * recorder.disk_kept_mib(get_workload(workload))
     )
