@@ -14,12 +14,9 @@ pinned kernel records in CI (corpus/matrix.py).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,18 +24,8 @@ sys.path.insert(0, str(REPO))
 from corpus import kernels, matrix  # noqa: E402
 from corpus.recorder import record  # noqa: E402
 
-
-def run_once(args: list[str]) -> float:
-    """Wall seconds of `python -m ovm_offline ARGS`, with its modules' bytecode cached."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "ovm_offline", *args], cwd=REPO, env=env, capture_output=True, text=True
-    )
-    elapsed = time.monotonic() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"ovm-offline {' '.join(args)} failed: {proc.stderr.strip()[-400:]}")
-    return elapsed
+sys.path.insert(0, str(REPO / "bench"))
+from bench_revisions import run_once  # noqa: E402  (one way to time a command, with this tree's code)
 
 
 def best_times(commands: dict[str, list[str]], out: Path, repeat: int) -> dict[str, float]:
@@ -47,7 +34,7 @@ def best_times(commands: dict[str, list[str]], out: Path, repeat: int) -> dict[s
     for rnd in range(repeat + 1):  # round 0 warms the caches and is not counted
         for kernel, args in commands.items():
             shutil.rmtree(out, ignore_errors=True)
-            seconds = run_once(args)
+            seconds = run_once(REPO, args)
             if rnd:
                 best[kernel] = min(best[kernel], seconds)
     return best
