@@ -26,6 +26,7 @@ _.__getattr__  # sources/__init__.py: Python calls a module's __getattr__ for a 
 _.blk_sigset
 _.rseq_cs_pointer
 _.pdeath_sig
+_.stop_signo
 _.iusec
 _.vusec
 _.futex_rla

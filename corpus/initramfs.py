@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import cache, cpio, seccomp_profile
+from . import cache, cpio, seccomp_profile, suite_criu
 from .errors import CorpusError
 from .kernels import UnpackedKernel
 
@@ -106,11 +106,34 @@ def runc_seccomp_config() -> bytes:
 
 def build_key(kernel: UnpackedKernel) -> str:
     """Everything that ends up in the image: kernel, init, workload sources, host tool versions."""
-    host_tools = [_version_line([BUSYBOX]), _version_line([CRIU, "--version"]), _version_line([RUNC, "--version"])]
+    host_tools = [_version_line([BUSYBOX]), _criu_version_line(kernel), _version_line([RUNC, "--version"])]
     host_tools.append(_version_line([XTABLES_MULTI, "iptables", "--version"]))
     inputs = [Path(__file__), Path(seccomp_profile.__file__), GUEST_DIR / "init.sh", RUNC_CONFIG]
     inputs += GUEST_TOOLS + workload_sources()
     return cache.digest(kernel.kernel.key, cache.source_digest(*inputs), *host_tools)
+
+
+def _criu_version_line(kernel: UnpackedKernel) -> bytes:
+    suite = kernel.kernel.criu_suite
+    if suite:
+        return suite.encode() + b" " + suite_criu.version_line(suite_criu.unpack(suite))
+    return _version_line([CRIU, "--version"])
+
+
+def _add_criu(archive: cpio.NewcArchive, kernel: UnpackedKernel) -> list[str]:
+    """The guest's criu: the host's (Debian 12's), or the kernel's suite's under its own loader.
+    Returns the host libraries it needs."""
+    suite = kernel.kernel.criu_suite
+    if not suite:
+        add_host_path(archive, CRIU)
+        return shared_libraries(Path(CRIU))
+    root = suite_criu.unpack(suite)
+    for rel in (suite_criu.LOADER, suite_criu.CRIU):
+        archive.file(f"{suite_criu.SUITE_ROOT}/{rel}".lstrip("/"), (root / rel).read_bytes(), 0o755)
+    for lib in suite_criu.libraries(root):
+        archive.file(f"{suite_criu.SUITE_ROOT}/{suite_criu.LIBDIR}/{lib.name}".lstrip("/"), lib.read_bytes(), 0o755)
+    archive.file(CRIU.lstrip("/"), suite_criu.wrapper(), 0o755)
+    return []
 
 
 def _version_line(cmd: list[str]) -> bytes:
@@ -191,8 +214,8 @@ def _build_into(kernel: UnpackedKernel, path: Path) -> None:
     archive.file("etc/group", b"root:x:0:\n")
     archive.file("init", (GUEST_DIR / "init.sh").read_bytes(), 0o755)
 
-    libs = set()
-    for tool in (CRIU, RUNC, XTABLES_MULTI, *EXTRA_TOOLS):
+    libs = set(_add_criu(archive, kernel))
+    for tool in (RUNC, XTABLES_MULTI, *EXTRA_TOOLS):
         add_host_path(archive, tool)
         libs.update(shared_libraries(Path(tool)))
     for name in XTABLES_NAMES:

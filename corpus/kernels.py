@@ -30,6 +30,9 @@ class Kernel:
     guest_env: tuple[str, ...] = ()
     # the standard workloads a CI run records on this kernel (corpus/matrix.py); None: all
     ci_workloads: tuple[str, ...] | None = None
+    # the Debian suite whose criu the guest runs (with that suite's libraries, corpus/suite_criu.py),
+    # where Debian 12's criu 3.17 does not start; empty: the host's criu 3.17
+    criu_suite: str = ""
 
     @property
     def key(self) -> str:
@@ -82,6 +85,17 @@ KERNELS = {
             "6.12.117-1~deb12u1",
             "6.12.117+deb12-cloud-amd64",
         ),
+        Kernel(
+            "7.2",
+            "linux-image-7.2.13+deb14-cloud-amd64",
+            "7.2.13-1",
+            "7.2.13+deb14-cloud-amd64",
+            shared_debs=tuple(
+                f"linux-{part}-7.2.13+deb14-cloud-amd64_7.2.13-1_amd64.deb" for part in ("binary", "modules", "base")
+            ),
+            ci_workloads=CI_SUBSET,
+            criu_suite="trixie",
+        ),
     )
 }
 
@@ -100,11 +114,19 @@ class UnpackedKernel:
 
     @property
     def vmlinuz(self) -> Path:
-        return self.root / "boot" / f"vmlinuz-{self.kernel.release}"
+        # Debian 13 and later ship the image beside the modules, not in /boot
+        for path in (self.root / "boot" / f"vmlinuz-{self.kernel.release}", self.modules_dir / "vmlinuz"):
+            if path.exists():
+                return path
+        raise CorpusError(f"kernel {self.kernel.name}'s packages hold no vmlinuz")
 
     @property
     def modules_dir(self) -> Path:
-        return self.root / "lib" / "modules" / self.kernel.release
+        for base in ("lib", "usr/lib"):
+            path = self.root / base / "modules" / self.kernel.release
+            if path.exists():
+                return path
+        raise CorpusError(f"kernel {self.kernel.name}'s packages hold no modules for {self.kernel.release}")
 
     def module_path(self, name: str) -> Path:
         """The .ko (or .ko.xz) file of a module, by module name (dashes and underscores alike)."""

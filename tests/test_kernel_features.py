@@ -10,7 +10,7 @@ from ovm_offline.kernel.core.features import FEATURES, kernel_has
 from ovm_offline.kernel.core.symbols import load_isf
 from tests.support.paths import ISF
 
-EXPECTED = {"5.10": False, "6.1": True, "6.12": True}
+EXPECTED = {"5.10": False, "6.1": True, "6.12": True, "7.2": True}
 
 
 @pytest.mark.parametrize("kdat", sorted(FEATURES))

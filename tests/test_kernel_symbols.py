@@ -402,6 +402,7 @@ MEMBER_TABLE_OF_FORMAT = {
     15: "db298de6b8e2d404",
     16: "11f9ec60cebe1cf6",
     17: "4f2211d662b23f20",
+    18: "8f805cccdf0cde09",
 }
 
 
@@ -425,7 +426,7 @@ def test_enumerators_are_found_by_name_alone_in_every_pinned_isf():
             assert table.enumerator("CGRP_ROOT_NS_DELEGATE") == 1 << 3, kernel
             assert table.enumerator("no_such_enumerator") is None
     cgroup_local_events = {k: load_isf(p).enumerator("CGRP_ROOT_MEMORY_LOCAL_EVENTS") for k, p in ISF.items()}
-    assert cgroup_local_events == {"5.10": 1 << 5, "6.1": 1 << 17, "6.12": 1 << 17}  # the enum grew in between
+    assert cgroup_local_events == {"5.10": 1 << 5, "6.1": 1 << 17, "6.12": 1 << 17, "7.2": 1 << 17}  # the enum grew
     assert symmod.enumerators({"enums": {"a": {"constants": {"X": 1}}, "b": {"constants": {"X": 2, "Y": 3}}}}) == {
         "X": None,
         "Y": 3,
@@ -474,11 +475,19 @@ def test_the_isf_of_a_kernel_laid_out_as_the_walkers_do_not_know_is_said_so_not_
             assert refused.value.exit_code == ExitCode.LAYOUT == 9
 
 
-def test_debian_unstables_7_2_isf_is_refused_for_its_layout_by_struct_and_member():
-    """Until the walkers know 7.2's layouts (issue #30), its ISF is refused as a layout, naming
-    the first member that differs."""
-    with pytest.raises(LayoutError, match=r"loaded, but the kernel it describes has a layout not supported: \S+ is "):
-        load_isf(SHARED / "symbols" / "linux" / "debian-7.2.13+deb14-cloud-amd64.json.xz", use_cache=False)
+def test_debian_unstables_7_2_isf_loads_and_an_older_walker_table_would_refuse_it():
+    """7.2's layouts (mm_flags_t, memdesc_flags_t, rseq_data, ...) are in the member table; a
+    table that knew only the integer mm->flags refuses the ISF as a layout, naming the member."""
+    path = SHARED / "symbols" / "linux" / "debian-7.2.13+deb14-cloud-amd64.json.xz"
+    load_isf(path, use_cache=False)
+    isf = symmod.json_loads(symmod.open_isf_bytes(path))
+    saved = MEMBER_KINDS["mm_struct.flags"]
+    MEMBER_KINDS["mm_struct.flags"] = ("integer",)
+    try:
+        with pytest.raises(LayoutError, match=r"layout not supported: mm_struct.flags is struct mm_flags_t, where"):
+            check_member_kinds(isf, path)
+    finally:
+        MEMBER_KINDS["mm_struct.flags"] = saved
 
 
 @pytest.mark.guest

@@ -52,6 +52,7 @@ from .diff_rules import (
     VMA_FILE_MAPPED,
     ZOMBIE_IGNORES,
     IgnoreRule,
+    fill_version_twins,
 )
 from .images import ImageDir, ImageKind
 
@@ -90,6 +91,8 @@ class IdMap:
             core = d.entry(images.CORE, pid)
             if core is not None and core.tc.HasField("cg_set"):
                 m._add("cg_set", core.tc.cg_set, f"cg_set@{pid}")
+            elif core is not None and core.thread_core.HasField("cg_set"):
+                m._add("cg_set", core.thread_core.cg_set, f"cg_set@{pid}")
         cg = d.entry(images.CGROUP)
         if cg is not None:
             for i, s in enumerate(cg.sets):
@@ -289,6 +292,7 @@ def _entries(img: images.Image, ids: IdMap) -> list[dict[str, Any]]:
     out = []
     for msg, payload in zip(img.entries, img.payloads):
         d = show.message_to_dict(msg, "pretty", substitute=sub)
+        fill_version_twins(img.kind.name, d)
         if img.kind.payload_fields and msg.DESCRIPTOR is img.kind.message.DESCRIPTOR:  # type: ignore[union-attr]
             d["extra"] = show.render_bytes(payload)
         out.append(d)

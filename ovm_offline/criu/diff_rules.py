@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from . import images
 
 __all__ = [
+    "VERSION_TWINS",
+    "fill_version_twins",
     "ABSENT",
     "CLONE_NS",
     "DEFAULT_IGNORES",
@@ -60,6 +63,10 @@ def _rule_re(pattern: str) -> re.Pattern[str]:
 # Extend this table rather than special-casing fields in the code.
 DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
     IgnoreRule("stats", "stats-dump records how long criu's own dump took and how many pages it scanned"),
+    IgnoreRule(
+        "inventory.dump_criu_run_id",
+        "CRIU 4.x names each dump run (a UUID) for its nftables network-lock table; ours locks nothing in the guest",
+    ),
     IgnoreRule(
         "core.tc.flags",
         "PF_FREEZER_SKIP (0x40000000, a hole from 6.1 on): before 6.1 criu's own ptrace stop of each task is a"
@@ -125,6 +132,7 @@ ID_FIELDS: dict[tuple[str, str], str] = {
     ("sk_packet_entry", "id_for"): "file",
     ("remap_file_path_entry", "orig_id"): "file",
     ("task_core_entry", "cg_set"): "cg_set",
+    ("thread_core_entry", "cg_set"): "cg_set",
     ("inventory_entry", "root_cg_set"): "cg_set",
     ("cg_set_entry", "id"): "cg_set",
     ("unix_sk_entry", "ns_id"): "net_ns",
@@ -170,3 +178,27 @@ FILE_IDENTITY = {  # file_entry sub-message -> field naming the object, for read
     "reg": "name", "pipe": "pipe_id", "fifo": "pipe_id", "tty": "tty_info_id", "usk": "ino",
     "isk": "ino", "psk": "id", "nlsk": "ino",
 }  # fmt: skip
+
+
+#: (image kind, field path, field path): one fact that CRIU 3.x and 4.x keep in different
+#: fields. Our images write both; criu's write their version's. Each side's missing twin is
+#: filled from the other before comparing, so that only a different value is a difference.
+VERSION_TWINS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("core", ("tc", "cg_set"), ("thread_core", "cg_set")),
+)
+
+
+def fill_version_twins(kind: str, entry: dict[str, Any]) -> None:
+    """Fill, in one image entry as a dict, a `VERSION_TWINS` field its side left out."""
+    for twin_kind, a, b in VERSION_TWINS:
+        if twin_kind != kind:
+            continue
+        for src, dst in ((a, b), (b, a)):
+            value: Any = entry
+            for name in src:
+                value = value.get(name) if isinstance(value, dict) else None
+            parent: Any = entry
+            for name in dst[:-1]:
+                parent = parent.get(name) if isinstance(parent, dict) else None
+            if value is not None and isinstance(parent, dict) and dst[-1] not in parent:
+                parent[dst[-1]] = value

@@ -326,6 +326,12 @@ class Page:
     data: bytes | None  # None when the page is not in pages-N.img (PE_PARENT / PE_LAZY only)
 
 
+def pagemap_run_pages(entry: Entry) -> int:
+    """A pagemap run's page count: CRIU 4.2's 64-bit field where it is set (4.2 leaves the
+    32-bit one 0), else the 32-bit one every CRIU reads."""
+    return entry.nr_pages_64 if entry.HasField("nr_pages_64") else entry.nr_pages
+
+
 def page_present(entry: Entry) -> bool:
     """Whether a pagemap run's data is in pages-N.img (entries without flags predate them)."""
     if entry.HasField("flags"):
@@ -409,7 +415,7 @@ class ImageDir:
         head, runs = pm.entries[0], pm.entries[1:]
         pages_name = PAGES.filename(head.pages_id)
         pages_path = self.path / pages_name
-        need = sum(e.nr_pages for e in runs if page_present(e)) * PAGE_SIZE
+        need = sum(pagemap_run_pages(e) for e in runs if page_present(e)) * PAGE_SIZE
         with _map_file(pages_path, need) as data:
             if len(data) < need:
                 raise ImageError(f"{pages_path}: {len(data)} bytes, {kind.filename(pid)} needs {need}")
@@ -417,7 +423,7 @@ class ImageDir:
             for run in runs:
                 present = page_present(run)
                 flags = run.flags if run.HasField("flags") else (PE_PARENT if run.in_parent else PE_PRESENT)
-                for i in range(run.nr_pages):
+                for i in range(pagemap_run_pages(run)):
                     chunk = None
                     if present:
                         chunk = bytes(data[off : off + PAGE_SIZE])

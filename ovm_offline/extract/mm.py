@@ -35,6 +35,7 @@ restore, where a missing private page reads as zeros).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,6 @@ from ..kernel.fs import dcache
 from ..kernel.mm.mmap import (
     for_each_vma,
     huge_zero_pfn,
-    mm_dumpable,
     mm_exe_file,
     mm_page_tables,
     mm_saved_auxv,
@@ -55,6 +55,7 @@ from ..kernel.mm.mmap import (
     mmap_write_owner,
     page_cache_pfn,
     pages_anon,
+    task_dumpable,
     vma_file,
     zero_page_pfn,
 )
@@ -157,6 +158,22 @@ def _first_exec_page(prog: Program, pt, vma: Struct, v: Vma, zero_pa: int) -> in
         return zero_pa
     pfn = page_cache_pfn(f.f_mapping, vma.vm_pgoff)
     return None if pfn is None else pfn << 12
+
+
+def merge_vvar(vmas: list[Vma]) -> list[Vma]:
+    """The VMAs with adjacent vvar ones as one, as criu's maps parser merges them (a kernel
+    with [vvar_vclock] after [vvar], 6.13+; criu restores one vvar area and remaps the
+    kernel's own over it). Two vvar VMAs apart are guest data no kernel makes."""
+    out: list[Vma] = []
+    for v in vmas:
+        last = out[-1] if out else None
+        if last is not None and v.kind == "vvar" and last.kind == "vvar":
+            if last.end != v.start:
+                raise GuestDataError(f"two vvar VMAs apart: 0x{last.start:x}-0x{last.end:x}, 0x{v.start:x}-0x{v.end:x}")
+            out[-1] = dataclasses.replace(last, end=v.end)
+            continue
+        out.append(v)
+    return out
 
 
 def _merge(runs: Iterable[PageRun]) -> list[PageRun]:
@@ -329,8 +346,8 @@ def extract_mm(
         env_end=mm.env_end,
         auxv=mm_saved_auxv(mm)[:CRIU_AUXV_WORDS],
         exe_file=dcache.file_identity(exe) if exe is not None else None,
-        vmas=[v for _k, v in pairs],
-        dumpable=mm_dumpable(mm),
+        vmas=merge_vvar([v for _k, v in pairs]),
+        dumpable=task_dumpable(task),
         thp_disabled=mm_thp_disabled(mm),
         pages=pages,
         swapped_pages=swapped,

@@ -18,7 +18,7 @@ import dataclasses
 from ..errors import MomentError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Struct
-from ..kernel.cpu.fpu import fpu_from_vcpu, task_fpu
+from ..kernel.cpu.fpu import fpu_from_vcpu, task_fpu, task_fpu_struct
 from ..kernel.cpu.regs import task_user_regs
 from ..kernel.cpu.vcpu import (
     fpregs_owner,
@@ -56,7 +56,7 @@ def _kernel_mode_fpu(prog: Program, task: Struct, vcpu: VcpuState) -> FpuState:
     outgoing task's registers), and kernel_fpu_begin sets it before saving the registers."""
     cpu = vcpu.index
     if task_fpu_in_memory(task):
-        if kernel_fpu_in_use(prog, cpu) and fpregs_owner(prog, cpu) == task.thread.fpu.address_:
+        if kernel_fpu_in_use(prog, cpu) and fpregs_owner(prog, cpu) == task_fpu_struct(task).address_:
             raise MomentError(f"the kernel was saving thread {task.pid}'s FPU registers on CPU {cpu} to use them")
         return task_fpu(task)
     if not task_fpregs_in_cpu(prog, task, cpu):

@@ -46,8 +46,16 @@ from ..kernel.task.signal import (
     task_sigaltstack,
     task_sigmask,
     task_signal,
+    task_stop_signal,
 )
-from ..kernel.task.tasks import task_comm, task_read_user, task_state, thread_group
+from ..kernel.task.tasks import (
+    task_comm,
+    task_read_user,
+    task_robust_list,
+    task_rseq_area,
+    task_state,
+    thread_group,
+)
 from ..kernel.task.timers import signal_itimers, signal_posix_timers
 from ..state import (
     Itimer,
@@ -125,7 +133,7 @@ def task_rseq(prog: Program, task: Struct) -> Rseq | None:
     criu writes no rseq entry and refuses a thread that registered one."""
     if not task.has_member_("rseq"):
         return None
-    ptr = int(task.rseq)
+    ptr, length, signature = task_rseq_area(task)
     if not kernel_has(prog.symbols, "has_ptrace_get_rseq_conf"):
         if ptr:
             raise UnsupportedError(
@@ -133,8 +141,8 @@ def task_rseq(prog: Program, task: Struct) -> Rseq | None:
                 "where criu refuses it too (glibc registers none with GLIBC_TUNABLES=glibc.pthread.rseq=0)"
             )
         return None
-    size = task.rseq_len if task.has_member_("rseq_len") else (ORIG_RSEQ_SIZE if ptr else 0)
-    return Rseq(abi_pointer=ptr, abi_size=size, signature=task.rseq_sig & 0xFFFF_FFFF)
+    size = length if length is not None else (ORIG_RSEQ_SIZE if ptr else 0)
+    return Rseq(abi_pointer=ptr, abi_size=size, signature=signature)
 
 
 def rseq_fixup(task: Struct, rseq: Rseq | None, regs: Registers) -> tuple[Rseq | None, Registers]:
@@ -198,7 +206,7 @@ def extract_thread(prog: Program, task: Struct, pid_ns: Pointer | Struct) -> Thr
         sas_sp=sas_sp,
         sas_size=sas_size,
         sas_flags=sas_flags,
-        robust_list=int(task.robust_list),
+        robust_list=task_robust_list(task),
         robust_list_len=_robust_list_head_size(prog),
         rseq=rseq,
         sched_policy=task_policy(task),
@@ -248,6 +256,7 @@ class TaskCommon:
     child_subreaper: bool
     threads: list[ThreadState]
     sighand_key: int = 0
+    stop_signal: int | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
         """The fields as keyword arguments for ProcessState (a shallow copy)."""
@@ -306,9 +315,12 @@ def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct)
         threads = [extract_thread(prog, t, pid_ns) for t in thread_group(leader)]
         if not threads or threads[0].global_tid != leader.pid:
             raise GuestDataError(f"pid {leader.pid}: thread list does not start with the leader")
+    stop_signal = task_stop_signal(leader) if state == "stopped" else None
     state, shared_queue, shared_mask, threads = consume_pending_sigstop(
         state, _queued(shared, f"shared_pending of pid {leader.pid}"), sigpending_mask(shared), threads
     )
+    if state == "stopped" and stop_signal is None:
+        stop_signal = SIGSTOP  # the pending SIGSTOP taken as criu's seize takes it
     return TaskCommon(
         pid=pid,
         global_pid=leader.pid,
@@ -331,4 +343,5 @@ def extract_task_common(prog: Program, leader: Struct, pid_ns: Pointer | Struct)
         child_subreaper=bool(signal.is_child_subreaper),
         threads=threads,
         sighand_key=int(leader.sighand),
+        stop_signal=stop_signal,
     )

@@ -49,3 +49,5 @@ class ProcessState:
     files_key: int = 0
     fs_key: int = 0
     sighand_key: int = 0
+    # the signal that stopped a stopped process (CRIU 4.x sends it again at restore; 3.x SIGSTOP)
+    stop_signal: int | None = None

@@ -110,6 +110,8 @@ class _Writer:
             root_cg_set=1,
             lsmtype=T.NO_LSM,
             network_lock_method=NETWORK_LOCK_METHODS[self.dump.network_lock],
+            # CRIU 4.x: the dump used no plugins (absent, 4.x would enable every plugin it has)
+            plugins_entry=T.plugins_entry(),
         )
         self.put(images.INVENTORY, [inventory])
         pstree = [

@@ -112,7 +112,11 @@ def mm_entry(mm: MmState, files: FileTable, shmem: ShmemImages) -> M.mm_entry:
 
 def pagemap_entries(pages_id: int, runs: list[tuple[int, int, int]]) -> list[M.pagemap_head | M.pagemap_entry]:
     """A pagemap image's head (naming pages-`pages_id`.img) and one entry per run of pages."""
-    return [M.pagemap_head(pages_id=pages_id), *(M.pagemap_entry(vaddr=v, nr_pages=n, flags=f) for v, n, f in runs)]
+    # the count twice: CRIU 3.x reads the 32-bit field, 4.2 the 64-bit one
+    return [
+        M.pagemap_head(pages_id=pages_id),
+        *(M.pagemap_entry(vaddr=v, nr_pages=n, nr_pages_64=n, flags=f) for v, n, f in runs),
+    ]
 
 
 class ShmemImages:

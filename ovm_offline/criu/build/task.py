@@ -153,6 +153,8 @@ def task_core(proc: ProcessState, cg_set: int = CRIU_CG_SET) -> T.task_core_entr
         oom_score_adj=proc.oom_score_adj,
         child_subreaper=proc.child_subreaper,
     )
+    if proc.task_state == "stopped" and proc.stop_signal is not None:
+        tc.stop_signo = proc.stop_signal  # CRIU 4.x stops the restored task with it
     timers = tc.timers
     for name in ("real", "virt", "prof"):
         it = proc.itimers[name]
@@ -208,6 +210,7 @@ def core(
     seccomp plan gives it (its own mode and no filter when None)."""
     leader = thread is proc.threads[0]
     tcore = thread_core(thread, leader, seccomp if seccomp is not None else (thread.seccomp_mode, None))
+    tcore.cg_set = cg_set  # where CRIU 4.x reads it; 3.x reads tc.cg_set
     entry = T.core_entry(mtype=T.core_entry.X86_64, thread_info=thread_info(thread), thread_core=tcore)
     if leader:
         entry.tc.CopyFrom(task_core(proc, cg_set))

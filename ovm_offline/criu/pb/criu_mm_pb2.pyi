@@ -86,13 +86,15 @@ class pagemap_head(_message.Message):
     def __init__(self, pages_id: _Optional[int] = ...) -> None: ...
 
 class pagemap_entry(_message.Message):
-    __slots__ = ("vaddr", "nr_pages", "in_parent", "flags")
+    __slots__ = ("vaddr", "nr_pages", "in_parent", "flags", "nr_pages_64")
     VADDR_FIELD_NUMBER: _ClassVar[int]
     NR_PAGES_FIELD_NUMBER: _ClassVar[int]
     IN_PARENT_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
+    NR_PAGES_64_FIELD_NUMBER: _ClassVar[int]
     vaddr: int
     nr_pages: int
     in_parent: bool
     flags: int
-    def __init__(self, vaddr: _Optional[int] = ..., nr_pages: _Optional[int] = ..., in_parent: _Optional[bool] = ..., flags: _Optional[int] = ...) -> None: ...
+    nr_pages_64: int
+    def __init__(self, vaddr: _Optional[int] = ..., nr_pages: _Optional[int] = ..., in_parent: _Optional[bool] = ..., flags: _Optional[int] = ..., nr_pages_64: _Optional[int] = ...) -> None: ...

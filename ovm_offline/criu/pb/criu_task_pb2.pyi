@@ -170,7 +170,7 @@ class rseq_entry(_message.Message):
     def __init__(self, rseq_abi_pointer: _Optional[int] = ..., rseq_abi_size: _Optional[int] = ..., signature: _Optional[int] = ..., rseq_cs_pointer: _Optional[int] = ...) -> None: ...
 
 class task_core_entry(_message.Message):
-    __slots__ = ("task_state", "exit_code", "personality", "flags", "blk_sigset", "comm", "timers", "rlimits", "cg_set", "signals_s", "old_seccomp_mode", "old_seccomp_filter", "loginuid", "oom_score_adj", "sigactions", "child_subreaper", "blk_sigset_extended")
+    __slots__ = ("task_state", "exit_code", "personality", "flags", "blk_sigset", "comm", "timers", "rlimits", "cg_set", "signals_s", "old_seccomp_mode", "old_seccomp_filter", "loginuid", "oom_score_adj", "sigactions", "child_subreaper", "blk_sigset_extended", "stop_signo", "membarrier_registration_mask")
     TASK_STATE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     PERSONALITY_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +188,8 @@ class task_core_entry(_message.Message):
     SIGACTIONS_FIELD_NUMBER: _ClassVar[int]
     CHILD_SUBREAPER_FIELD_NUMBER: _ClassVar[int]
     BLK_SIGSET_EXTENDED_FIELD_NUMBER: _ClassVar[int]
+    STOP_SIGNO_FIELD_NUMBER: _ClassVar[int]
+    MEMBARRIER_REGISTRATION_MASK_FIELD_NUMBER: _ClassVar[int]
     task_state: int
     exit_code: int
     personality: int
@@ -205,7 +207,9 @@ class task_core_entry(_message.Message):
     sigactions: _containers.RepeatedCompositeFieldContainer[sa_entry]
     child_subreaper: bool
     blk_sigset_extended: int
-    def __init__(self, task_state: _Optional[int] = ..., exit_code: _Optional[int] = ..., personality: _Optional[int] = ..., flags: _Optional[int] = ..., blk_sigset: _Optional[int] = ..., comm: _Optional[str] = ..., timers: _Optional[_Union[task_timers_entry, _Mapping]] = ..., rlimits: _Optional[_Union[task_rlimits_entry, _Mapping]] = ..., cg_set: _Optional[int] = ..., signals_s: _Optional[_Union[signal_queue_entry, _Mapping]] = ..., old_seccomp_mode: _Optional[_Union[seccomp_mode, str]] = ..., old_seccomp_filter: _Optional[int] = ..., loginuid: _Optional[int] = ..., oom_score_adj: _Optional[int] = ..., sigactions: _Optional[_Iterable[_Union[sa_entry, _Mapping]]] = ..., child_subreaper: _Optional[bool] = ..., blk_sigset_extended: _Optional[int] = ...) -> None: ...
+    stop_signo: int
+    membarrier_registration_mask: int
+    def __init__(self, task_state: _Optional[int] = ..., exit_code: _Optional[int] = ..., personality: _Optional[int] = ..., flags: _Optional[int] = ..., blk_sigset: _Optional[int] = ..., comm: _Optional[str] = ..., timers: _Optional[_Union[task_timers_entry, _Mapping]] = ..., rlimits: _Optional[_Union[task_rlimits_entry, _Mapping]] = ..., cg_set: _Optional[int] = ..., signals_s: _Optional[_Union[signal_queue_entry, _Mapping]] = ..., old_seccomp_mode: _Optional[_Union[seccomp_mode, str]] = ..., old_seccomp_filter: _Optional[int] = ..., loginuid: _Optional[int] = ..., oom_score_adj: _Optional[int] = ..., sigactions: _Optional[_Iterable[_Union[sa_entry, _Mapping]]] = ..., child_subreaper: _Optional[bool] = ..., blk_sigset_extended: _Optional[int] = ..., stop_signo: _Optional[int] = ..., membarrier_registration_mask: _Optional[int] = ...) -> None: ...
 
 class task_kobj_ids_entry(_message.Message):
     __slots__ = ("vm_id", "files_id", "fs_id", "sighand_id", "pid_ns_id", "net_ns_id", "ipc_ns_id", "uts_ns_id", "mnt_ns_id", "user_ns_id", "cgroup_ns_id", "time_ns_id")
@@ -246,7 +250,7 @@ class thread_sas_entry(_message.Message):
     def __init__(self, ss_sp: _Optional[int] = ..., ss_size: _Optional[int] = ..., ss_flags: _Optional[int] = ...) -> None: ...
 
 class thread_core_entry(_message.Message):
-    __slots__ = ("futex_rla", "futex_rla_len", "sched_nice", "sched_policy", "sched_prio", "blk_sigset", "sas", "pdeath_sig", "signals_p", "creds", "seccomp_mode", "seccomp_filter", "comm", "blk_sigset_extended", "rseq_entry")
+    __slots__ = ("futex_rla", "futex_rla_len", "sched_nice", "sched_policy", "sched_prio", "blk_sigset", "sas", "pdeath_sig", "signals_p", "creds", "seccomp_mode", "seccomp_filter", "comm", "blk_sigset_extended", "rseq_entry", "cg_set")
     FUTEX_RLA_FIELD_NUMBER: _ClassVar[int]
     FUTEX_RLA_LEN_FIELD_NUMBER: _ClassVar[int]
     SCHED_NICE_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +266,7 @@ class thread_core_entry(_message.Message):
     COMM_FIELD_NUMBER: _ClassVar[int]
     BLK_SIGSET_EXTENDED_FIELD_NUMBER: _ClassVar[int]
     RSEQ_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    CG_SET_FIELD_NUMBER: _ClassVar[int]
     futex_rla: int
     futex_rla_len: int
     sched_nice: int
@@ -277,7 +282,8 @@ class thread_core_entry(_message.Message):
     comm: str
     blk_sigset_extended: int
     rseq_entry: rseq_entry
-    def __init__(self, futex_rla: _Optional[int] = ..., futex_rla_len: _Optional[int] = ..., sched_nice: _Optional[int] = ..., sched_policy: _Optional[int] = ..., sched_prio: _Optional[int] = ..., blk_sigset: _Optional[int] = ..., sas: _Optional[_Union[thread_sas_entry, _Mapping]] = ..., pdeath_sig: _Optional[int] = ..., signals_p: _Optional[_Union[signal_queue_entry, _Mapping]] = ..., creds: _Optional[_Union[creds_entry, _Mapping]] = ..., seccomp_mode: _Optional[_Union[seccomp_mode, str]] = ..., seccomp_filter: _Optional[int] = ..., comm: _Optional[str] = ..., blk_sigset_extended: _Optional[int] = ..., rseq_entry: _Optional[_Union[rseq_entry, _Mapping]] = ...) -> None: ...
+    cg_set: int
+    def __init__(self, futex_rla: _Optional[int] = ..., futex_rla_len: _Optional[int] = ..., sched_nice: _Optional[int] = ..., sched_policy: _Optional[int] = ..., sched_prio: _Optional[int] = ..., blk_sigset: _Optional[int] = ..., sas: _Optional[_Union[thread_sas_entry, _Mapping]] = ..., pdeath_sig: _Optional[int] = ..., signals_p: _Optional[_Union[signal_queue_entry, _Mapping]] = ..., creds: _Optional[_Union[creds_entry, _Mapping]] = ..., seccomp_mode: _Optional[_Union[seccomp_mode, str]] = ..., seccomp_filter: _Optional[int] = ..., comm: _Optional[str] = ..., blk_sigset_extended: _Optional[int] = ..., rseq_entry: _Optional[_Union[rseq_entry, _Mapping]] = ..., cg_set: _Optional[int] = ...) -> None: ...
 
 class core_entry(_message.Message):
     __slots__ = ("mtype", "thread_info", "tc", "ids", "thread_core")
@@ -324,7 +330,7 @@ class pstree_entry(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., ppid: _Optional[int] = ..., pgid: _Optional[int] = ..., sid: _Optional[int] = ..., threads: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class inventory_entry(_message.Message):
-    __slots__ = ("img_version", "fdinfo_per_id", "root_ids", "ns_per_id", "root_cg_set", "lsmtype", "dump_uptime", "pre_dump_mode", "tcp_close", "network_lock_method")
+    __slots__ = ("img_version", "fdinfo_per_id", "root_ids", "ns_per_id", "root_cg_set", "lsmtype", "dump_uptime", "pre_dump_mode", "tcp_close", "network_lock_method", "plugins_entry", "dump_criu_run_id")
     IMG_VERSION_FIELD_NUMBER: _ClassVar[int]
     FDINFO_PER_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -335,6 +341,8 @@ class inventory_entry(_message.Message):
     PRE_DUMP_MODE_FIELD_NUMBER: _ClassVar[int]
     TCP_CLOSE_FIELD_NUMBER: _ClassVar[int]
     NETWORK_LOCK_METHOD_FIELD_NUMBER: _ClassVar[int]
+    PLUGINS_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    DUMP_CRIU_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     img_version: int
     fdinfo_per_id: bool
     root_ids: task_kobj_ids_entry
@@ -345,7 +353,15 @@ class inventory_entry(_message.Message):
     pre_dump_mode: int
     tcp_close: bool
     network_lock_method: int
-    def __init__(self, img_version: _Optional[int] = ..., fdinfo_per_id: _Optional[bool] = ..., root_ids: _Optional[_Union[task_kobj_ids_entry, _Mapping]] = ..., ns_per_id: _Optional[bool] = ..., root_cg_set: _Optional[int] = ..., lsmtype: _Optional[_Union[lsmtype, str]] = ..., dump_uptime: _Optional[int] = ..., pre_dump_mode: _Optional[int] = ..., tcp_close: _Optional[bool] = ..., network_lock_method: _Optional[int] = ...) -> None: ...
+    plugins_entry: plugins_entry
+    dump_criu_run_id: str
+    def __init__(self, img_version: _Optional[int] = ..., fdinfo_per_id: _Optional[bool] = ..., root_ids: _Optional[_Union[task_kobj_ids_entry, _Mapping]] = ..., ns_per_id: _Optional[bool] = ..., root_cg_set: _Optional[int] = ..., lsmtype: _Optional[_Union[lsmtype, str]] = ..., dump_uptime: _Optional[int] = ..., pre_dump_mode: _Optional[int] = ..., tcp_close: _Optional[bool] = ..., network_lock_method: _Optional[int] = ..., plugins_entry: _Optional[_Union[plugins_entry, _Mapping]] = ..., dump_criu_run_id: _Optional[str] = ...) -> None: ...
+
+class plugins_entry(_message.Message):
+    __slots__ = ("plugins",)
+    PLUGINS_FIELD_NUMBER: _ClassVar[int]
+    plugins: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, plugins: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class seccomp_filter(_message.Message):
     __slots__ = ("filter", "prev", "flags")

@@ -263,6 +263,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         " k_itimer.it_overrun_last k_itimer.it_requeue_pending k_itimer.it_sigev_notify n_tty_data.read_head"
         " n_tty_data.read_tail proc_ns_operations.type seccomp_filter.log sock_fprog_kern.len"
         " task_struct.exit_code tty_buffer.commit tty_buffer.read tty_buffer.size"
+        # 7.x
+        " memdesc_flags_t.f page.__folio_index page.compound_head page.compound_info rseq_data.len rseq_data.sig"
+        " epoll_key.fd task_exec_state.dumpable task_struct.jobctl hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -287,6 +290,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "array of integer": (
         "cpuinfo_x86.x86_capability ipc_namespace.sem_ctls kernel_cap_t.cap ktermios.c_cc "
         "mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig task_struct.comm"
+        " mm_flags_t.__mm_flags"
     ),
     "pointer to void": (
         "file.private_data iov_iter.ubuf maple_tree.ma_root task_struct.stack vdso_image.data "
@@ -300,7 +304,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "pointer to struct file": (
         "epoll_filefd.file mm_struct.exe_file shmid_kernel.shm_file tty_file_private.file vm_area_struct.vm_file"
-        " file_lock.fl_file file_lock_core.flc_file"
+        " file_lock.fl_file file_lock_core.flc_file epoll_key.file"
     ),
     "pointer to struct dentry": "dentry.d_parent mount.mnt_mountpoint path.dentry vfsmount.mnt_root",
     "struct kernel_cap_t": "cred.cap_bset cred.cap_effective cred.cap_inheritable cred.cap_permitted",
@@ -376,8 +380,17 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct pipe_buffer": "pipe_inode_info.bufs",
     "pointer to struct pipe_inode_info": "inode.i_pipe",
     "pointer to struct rb_node": "rb_root.rb_node",
-    "pointer to struct robust_list_head": "task_struct.robust_list",
-    "pointer to struct rseq": "task_struct.rseq",
+    "pointer to struct robust_list_head": "task_struct.robust_list futex_sched_data.robust_list",
+    "pointer to struct rseq": "task_struct.rseq rseq_data.usrptr",
+    # 7.x: what an integer or a pointer was before became a struct around it
+    "struct mm_flags_t": "mm_struct.flags",
+    "pointer to struct task_exec_state": "task_struct.exec_state",
+    "struct memdesc_flags_t": "page.flags",
+    "struct rseq_data": "task_struct.rseq",
+    "struct epoll_key": "epitem.ffd",
+    "struct timerqueue_linked_node": "hrtimer.node",
+    "struct futex_sched_data": "task_struct.futex",
+    "struct timekeeper": "tk_data.timekeeper",
     "pointer to struct scm_fp_list": "unix_skb_parms.fp",
     "pointer to struct sighand_struct": "task_struct.sighand",
     "pointer to struct signal_struct": "task_struct.signal",
@@ -438,6 +451,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct proc_ns_operations": "ns_common.ops",
     "pointer to struct seccomp_filter": "seccomp.filter seccomp_filter.prev",
     "pointer to struct sigqueue": "k_itimer.sigq",
+    "struct sigqueue": "k_itimer.sigq",
     "pointer to struct sock_filter": "sock_fprog_kern.filter",
     "pointer to struct sock_fprog_kern": "bpf_prog.orig_prog",
     "pointer to struct tty_buffer": "tty_buffer.next tty_bufhead.head",

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError
 from ...sources.base import VcpuFpu
 from ...state import FpuState
-from ..core.objects import Struct
+from ..core.objects import Pointer, Struct
 from .regs import X86_FEATURE_XSAVE, boot_cpu_has
 
-__all__ = ["XstateLayout", "compacted_offsets", "fpu_from_vcpu", "task_fpu", "uabi_xstate"]
+__all__ = ["XstateLayout", "compacted_offsets", "fpu_from_vcpu", "task_fpu", "task_fpu_struct", "uabi_xstate"]
 
 
 if TYPE_CHECKING:
@@ -146,10 +146,21 @@ def uabi_xstate(
     return FpuState(fxsave=fx, xstate_bv=header, components=components)
 
 
+def task_fpu_struct(task: Struct) -> Struct:
+    """The ``struct fpu`` of a ``struct task_struct`` (x86_task_fpu): ``thread.fpu``, or
+    where thread_struct has none (6.16+), the one allocated right after the task_struct."""
+    thread = task.thread
+    if thread.has_member_("fpu"):
+        fpu = thread.fpu
+        return fpu.deref() if isinstance(fpu, Pointer) else fpu
+    prog = task.prog_
+    return prog.struct("fpu", task.address_ + prog.struct_type("task_struct").size)
+
+
 def task_fpstate(task: Struct) -> Struct:
     """The ``struct fpstate`` of a ``struct task_struct`` (5.16+); before 5.16 the
     ``union fpregs_state`` ``thread.fpu.state``."""
-    fpu = task.thread.fpu
+    fpu = task_fpu_struct(task)
     if fpu.has_member_("fpstate"):
         p = fpu.fpstate
         if not p:

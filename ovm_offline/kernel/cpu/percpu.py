@@ -5,7 +5,7 @@ listing processes reads which task is current where without loading it."""
 from __future__ import annotations
 
 from ...errors import GuestDataError
-from ..core.memory import Program
+from ..core.memory import START_KERNEL_MAP, Program
 from ..core.objects import Struct
 
 __all__ = [
@@ -27,12 +27,16 @@ def task_cpu(task: Struct) -> int:
 
 
 def per_cpu_address(prog: Program, symbol: str, cpu: int) -> int:
-    """The address of per-CPU variable `symbol` on `cpu` (its link-time address is an offset
-    into every CPU's area, not shifted by KASLR)."""
+    """The address of per-CPU variable `symbol` on `cpu`: its address plus the CPU's
+    __per_cpu_offset. Where the ISF gives per-CPU symbols as offsets into every CPU's area
+    (x86-64's zero-based per-CPU section, before 6.15), they are not moved by KASLR; where it
+    gives them as kernel image addresses, they are, like any other symbol."""
     offsets = prog["__per_cpu_offset"]
     if not 0 <= cpu < len(offsets):
         raise GuestDataError(f"cpu {cpu} is beyond __per_cpu_offset ({len(offsets)} entries)")
-    return (prog.symbols.symbol_address(symbol) + int(offsets[cpu])) & U64
+    link = prog.symbols.symbol_address(symbol)
+    base = prog.symbol_address(symbol) if link >= START_KERNEL_MAP else link
+    return (base + int(offsets[cpu])) & U64
 
 
 def cpu_curr_address(prog: Program, cpu: int) -> int:

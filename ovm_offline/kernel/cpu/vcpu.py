@@ -16,6 +16,7 @@ from ...sources.base import VcpuState
 from ...state import Registers
 from ..core.memory import Program
 from ..core.objects import Struct
+from .fpu import task_fpu_struct
 from .percpu import cpu_curr, per_cpu_address, rq_curr, task_cpu
 from .regs import USER_CS, USER_DS
 
@@ -143,7 +144,7 @@ def fpregs_owner(prog: Program, cpu: int) -> int:
 def task_fpregs_in_cpu(prog: Program, task: Struct, cpu: int) -> bool:
     """Does `cpu` hold the FPU registers of ``struct task_struct`` `task`? The kernel's own
     test (fpregs_state_valid): the CPU's owner is its ``struct fpu``, which last ran there."""
-    fpu = task.thread.fpu
+    fpu = task_fpu_struct(task)
     return fpregs_owner(prog, cpu) == fpu.address_ and int(fpu.last_cpu) == cpu
 
 

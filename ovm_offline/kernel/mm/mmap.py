@@ -19,6 +19,7 @@ from ..core.objects import Pointer, Struct
 from ..core.paging import PAGE_SHIFT, PageTables
 from ..ds.maple import mt_for_each
 from ..ds.xarray import xa_load
+from .page import page_compound_head, page_index, page_layout
 
 __all__ = [
     "mm_task_size",
@@ -42,8 +43,9 @@ __all__ = [
     "for_each_vma",
     "gate_vma",
     "huge_zero_pfn",
-    "mm_dumpable",
+    "task_dumpable",
     "mm_exe_file",
+    "mm_flags",
     "mm_page_tables",
     "mm_saved_auxv",
     "mm_thp_disabled",
@@ -284,14 +286,28 @@ def mm_exe_file(mm: Pointer | Struct) -> Pointer | None:
     return f if f else None
 
 
-def mm_dumpable(mm: Pointer | Struct) -> int:
-    """get_dumpable(): SUID_DUMP_DISABLE 0, SUID_DUMP_USER 1, SUID_DUMP_ROOT 2."""
-    return _mm(mm).flags & MMF_DUMPABLE_MASK
+def mm_flags(mm: Pointer | Struct) -> int:
+    """The first word of mm->flags: an unsigned long, or (7.x) mm_flags_t's bitmap, whose
+    first word holds every flag below 64 (MMF_*)."""
+    flags = _mm(mm).flags
+    return flags.member_("__mm_flags")[0] if isinstance(flags, Struct) else flags
+
+
+def task_dumpable(task: Struct) -> int:
+    """get_dumpable() of a ``struct task_struct`` with an mm, as prctl(PR_GET_DUMPABLE) gives
+    it: SUID_DUMP_DISABLE 0, SUID_DUMP_USER 1, SUID_DUMP_ROOT 2. The low bits of mm->flags, or
+    where the task has an exec state of its own (7.x), its ``exec_state->dumpable``."""
+    if task.has_member_("exec_state"):
+        state = task.exec_state
+        if not state:
+            raise GuestDataError(f"pid {task.pid} has no exec_state")
+        return int(state.dumpable) & MMF_DUMPABLE_MASK
+    return mm_flags(task.mm) & MMF_DUMPABLE_MASK
 
 
 def mm_thp_disabled(mm: Pointer | Struct) -> bool:
     """prctl(PR_GET_THP_DISABLE): MMF_DISABLE_THP in mm->flags."""
-    return bool((_mm(mm).flags >> MMF_DISABLE_THP) & 1)
+    return bool((mm_flags(mm) >> MMF_DISABLE_THP) & 1)
 
 
 # kernel/locking/rwsem.c: rw_semaphore.count bit 0 / owner low bits
@@ -371,14 +387,6 @@ def huge_zero_pfn(prog: Program) -> int | None:
     return None if v == ULONG_MAX else v
 
 
-def _page_layout(prog: Program) -> tuple[int, int]:
-    cached = getattr(prog, "_page_layout", None)
-    if cached is None:
-        cached = (prog.member_offset("page", "compound_head"), prog.member_offset("page", "mapping"))
-        prog._page_layout = cached  # type: ignore[attr-defined]
-    return cached
-
-
 #: struct pages read per bulk read when classifying pages (4096 pages = 256 KiB).
 _PAGE_BATCH = 4096
 
@@ -387,7 +395,8 @@ def pages_anon(prog: Program, pfn: int, count: int) -> list[bool]:
     """PageAnon() of `count` consecutive page frames from `pfn`: the compound head's
     page->mapping has PAGE_MAPPING_ANON (anonymous and KSM pages; not page cache).
     Reads the struct pages in bulk from the vmemmap."""
-    ch_off, map_off = _page_layout(prog)
+    layout = page_layout(prog)
+    ch_off, map_off = layout.compound_offset, layout.mapping_offset
     base = vmemmap_base(prog)
     out: list[bool] = []
     heads: dict[int, bool] = {}
@@ -397,8 +406,8 @@ def pages_anon(prog: Program, pfn: int, count: int) -> list[bool]:
         for i in range(n):
             o = i * STRUCT_PAGE_SIZE
             ch = int.from_bytes(raw[o + ch_off : o + ch_off + 8], "little")
-            if ch & 1:  # a tail page: compound_head is the head's address | 1
-                head = ch - 1
+            if ch & 1:  # a tail page
+                head = page_compound_head(layout, (base + (pfn + b + i) * STRUCT_PAGE_SIZE) & ULONG_MAX, ch)
                 anon = heads.get(head)
                 if anon is None:
                     anon = bool(prog.read_u64(head + map_off) & PAGE_MAPPING_ANON)
@@ -431,7 +440,7 @@ def page_cache_pfn(mapping: Pointer | Struct, index: int) -> int | None:
     if not entry or entry & 1:  # empty, or a value (shadow) entry of an evicted page
         return None
     head = prog.struct("page", entry)
-    first = head.index
+    first = page_index(head)
     if not 0 <= index - first < 1 << 18:  # a folio is at most PUD-sized
         raise GuestDataError(f"page cache entry for index {index} is a folio starting at {first}")
     return page_to_pfn(prog, entry) + (index - first)

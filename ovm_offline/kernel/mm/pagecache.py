@@ -10,6 +10,7 @@ from ...errors import GuestDataError, SourceError
 from ..core.memory import Program
 from ..core.objects import Pointer
 from ..ds.xarray import xa_load
+from .page import page_index
 
 __all__ = ["PAGE_SIZE", "inode_build_id", "page_to_phys"]
 
@@ -38,7 +39,7 @@ def find_cached_page(prog: Program, mapping: Pointer, index: int) -> bytes | Non
         return None
     # a large folio covers several indices; its head page is stored at each of them
     folio = prog.object("page", entry)
-    head_index = folio.index
+    head_index = page_index(folio)
     phys = page_to_phys(prog, entry) + (index - head_index) * PAGE_SIZE if 0 <= index - head_index < 512 else None
     if phys is None:
         return None

@@ -17,6 +17,7 @@ from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 from ..ds.xarray import xa_for_each
 from .mmap import page_to_pfn
+from .page import page_flags, page_index
 
 __all__ = ["SYSV_NAME_PREFIX", "file_on_shm_mnt", "shmem_data_pages", "shmem_pages_runs", "shmem_seals"]
 
@@ -94,9 +95,9 @@ def shmem_data_pages(prog: Program, mapping: Pointer | Struct, nr_pages: int) ->
             swapped += len(indices)
             continue
         head = prog.struct("page", entry)
-        if not (head.flags >> uptodate_bit) & 1:
+        if not (page_flags(head) >> uptodate_bit) & 1:
             continue  # allocated (fallocate) but never written: a hole to SEEK_DATA
-        head_index = head.index
+        head_index = page_index(head)
         head_pfn = page_to_pfn(prog, entry)
         for index in indices:
             if not 0 <= index - head_index < MAX_FOLIO_PAGES:

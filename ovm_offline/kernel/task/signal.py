@@ -31,12 +31,17 @@ __all__ = [
     "task_sigaltstack",
     "task_sigmask",
     "task_signal",
+    "task_stop_signal",
 ]
 
 
 _NSIG = 64
 SIGKILL = 9
 SIGSTOP = 19
+#: the signals whose default action stops a process
+STOP_SIGNALS = frozenset({SIGSTOP, 20, 21, 22})  # SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
+#: include/linux/sched/jobctl.h: the signal of a pending or completed group stop
+JOBCTL_STOP_SIGMASK = 0xFFFF
 #: include/uapi/asm-generic/siginfo.h: SI_MAX_SIZE, the user siginfo_t size
 SIGINFO_SIZE = 128
 #: include/uapi/linux/signal.h
@@ -154,3 +159,10 @@ def task_sigaltstack(task: Struct) -> tuple[int, int, int]:
     sp, size = task.sas_ss_sp, task.sas_ss_size
     flags = SS_DISABLE if not size else task.sas_ss_flags & SS_FLAG_BITS
     return sp, size, flags
+
+
+def task_stop_signal(task: Struct) -> int | None:
+    """The signal a ``struct task_struct``'s group stop came from (``jobctl``'s low bits, what
+    PTRACE_GETSIGINFO reports of a task in group stop), or None if they hold no stop signal."""
+    signo = task.jobctl & JOBCTL_STOP_SIGMASK
+    return signo if signo in STOP_SIGNALS else None

@@ -26,6 +26,8 @@ __all__ = [
     "task_page_tables",
     "task_pid",
     "task_ppid",
+    "task_robust_list",
+    "task_rseq_area",
     "task_start_ticks",
     "task_state",
     "task_uid",
@@ -191,6 +193,25 @@ def task_state_value(task: Struct) -> int:
     if task.has_member_("__state"):
         return task.member_("__state") & 0xFFFF_FFFF
     return task.member_("state") & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def task_robust_list(task: Struct) -> int:
+    """The ``struct robust_list_head *`` set_robust_list(2) registered: ``robust_list``, or
+    ``futex.robust_list`` where the futex state has a struct of its own (7.x)."""
+    if task.has_member_("robust_list"):
+        return int(task.robust_list)
+    return int(task.futex.robust_list)
+
+
+def task_rseq_area(task: Struct) -> tuple[int, int | None, int]:
+    """(user address, registered length or None where the kernel keeps none (before 6.3),
+    signature) of rseq(2)'s registration: ``rseq``/``rseq_len``/``rseq_sig``, or the
+    ``struct rseq_data`` ``rseq`` holding ``usrptr``/``len``/``sig`` (7.x)."""
+    rseq = task.rseq
+    if isinstance(rseq, Struct):
+        return int(rseq.usrptr), rseq.len, rseq.sig & 0xFFFF_FFFF
+    length = task.rseq_len if task.has_member_("rseq_len") else None
+    return int(rseq), length, task.rseq_sig & 0xFFFF_FFFF
 
 
 def task_state(task: Struct) -> str:

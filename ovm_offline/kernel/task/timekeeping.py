@@ -10,7 +10,7 @@ from ...errors import GuestDataError
 from ..core.memory import Program
 from ..core.objects import Struct
 
-__all__ = ["ktime_get_boottime_ns", "ktime_get_ns"]
+__all__ = ["ktime_get_boottime_ns", "ktime_get_ns", "timekeeper"]
 
 
 NSEC_PER_SEC = 10**9
@@ -25,8 +25,15 @@ def _since_boot(name: str, ns: int) -> int:
 
 
 def timekeeper(prog: Program) -> Struct:
-    """struct timekeeper of the running kernel (tk_core.timekeeper)."""
-    return prog["tk_core"].timekeeper
+    """The ``struct timekeeper`` of the system clocks: ``tk_core.timekeeper``, or where
+    timekeepers are an array (auxiliary clocks, 6.17+), ``timekeeper_data[TIMEKEEPER_CORE]``'s."""
+    if prog.has_symbol("tk_core"):
+        return prog["tk_core"].timekeeper
+    core = prog.symbols.enumerator("TIMEKEEPER_CORE")
+    data = prog["timekeeper_data"]
+    if core is None or not 0 <= core < len(data):
+        raise GuestDataError("the kernel has timekeeper_data but no TIMEKEEPER_CORE entry in it")
+    return data[core].timekeeper
 
 
 def ktime_get_real_ns(prog: Program) -> int:

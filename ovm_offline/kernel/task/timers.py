@@ -28,6 +28,7 @@ from ..cpu.percpu import nr_cpu_ids, per_cpu_address
 from ..cpu.regs import task_stack_from
 from ..ds.list import hlist_for_each_entry, list_for_each_entry
 from .pid import pid_nr_ns
+from .timekeeping import timekeeper
 
 __all__ = [
     "CLOCK_BOOTTIME",
@@ -76,11 +77,6 @@ INT_MAX = (1 << 31) - 1
 MAX_POSIX_TIMERS = 1 << 20
 
 
-def timekeeper(prog: Program) -> Struct:
-    """The kernel's ``struct timekeeper`` (``tk_core.timekeeper``)."""
-    return prog["tk_core"].timekeeper
-
-
 def _tkr_now(tkr: Struct) -> int:
     return tkr.base + (tkr.xtime_nsec >> tkr.shift)
 
@@ -119,9 +115,17 @@ def hrtimer_clock_id(timer: Struct) -> int:
     return base.clockid
 
 
+def hrtimer_queued(timer: Struct) -> bool:
+    """Is a ``struct hrtimer`` in its clock base's queue: ``state`` & HRTIMER_STATE_ENQUEUED,
+    or the ``is_queued`` flag (7.x)?"""
+    if timer.has_member_("is_queued"):
+        return bool(timer.is_queued)
+    return bool(timer.state & HRTIMER_STATE_ENQUEUED)
+
+
 def hrtimer_active(timer: Struct) -> bool:
     """Is a ``struct hrtimer`` queued or its callback running (hrtimer_active)?"""
-    if timer.state & HRTIMER_STATE_ENQUEUED:
+    if hrtimer_queued(timer):
         return True
     base = timer.base
     return bool(base) and int(base.running) == timer.address_
@@ -207,7 +211,7 @@ def task_fired_sleep_hrtimer(task: Struct, sp: int | None = None) -> Struct | No
         s.timer
         for s in _stack_sleepers(task, int(task.thread.sp) if sp is None else sp)
         if not s.task
-        and not s.timer.state & HRTIMER_STATE_ENQUEUED
+        and not hrtimer_queued(s.timer)
         and -FIRED_RECENTLY_NS <= hrtimer_soft_remaining(s.timer) <= CLOCK_LAG_NS
     ]
     return fired[0] if len(fired) == 1 else None
@@ -274,12 +278,14 @@ def for_each_posix_timer(signal: Struct) -> Iterator[Struct]:
 
 
 def _k_itimer_sigev(timer: Struct) -> tuple[int, int]:
-    """(si_signo, sival_ptr) a timer sends: from its preallocated sigqueue (<= 6.12) or
-    the it_sigev_* fields that replace it in later kernels."""
+    """(si_signo, sival_ptr) a timer sends: from its preallocated sigqueue (a pointer, or
+    embedded in the timer), or the it_sigev_* fields that replaced it in some kernels."""
     if timer.has_member_("sigq"):
         q = timer.sigq
-        if not q:
-            raise GuestDataError(f"k_itimer {timer.it_id} has no sigqueue")
+        if isinstance(q, Pointer):
+            if not q:
+                raise GuestDataError(f"k_itimer {timer.it_id} has no sigqueue")
+            q = q.deref()
         raw = q.info.read_()
         signo = int.from_bytes(raw[0:4], "little", signed=True)
         sival = int.from_bytes(raw[24:32], "little")  # _sifields._timer._sigval (after _tid, _overrun)
