@@ -33,6 +33,11 @@ class Kernel:
     # the Debian suite whose criu the guest runs (with that suite's libraries, corpus/suite_criu.py),
     # where Debian 12's criu 3.17 does not start; empty: the host's criu 3.17
     criu_suite: str = ""
+    # MiB a recording of a 512 MiB guest keeps on disk (recorder.disk_kept_mib): the kernel's
+    # own memory is most of it
+    recording_mib: int = 305
+    # (workload, why): what is known not to work on this kernel yet; its tests skip, saying why
+    open_gaps: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -66,6 +71,23 @@ CI_SUBSET = (
     "runc-inet-stream-asis",
 )
 
+# 7.2, where CRIU 4.x writes images 3.17's format lacks parts of: the areas whose images already
+# match criu 4.2.1's and restore with it. Not yet (docs/kernels.md): inet sockets and TCP (4.x's
+# tcp_opts_entry), the container and runc workloads (4.x's cgroup v2 properties, NO_NEW_PRIVS
+# and ambient capabilities), sigstate's POSIX timers and stopped tree, blockers
+CI_SUBSET_7_2 = (
+    "counter",
+    "threads",
+    "memhog-64",
+    "filemap",
+    "ptyprog",
+    "pipetree",
+    "ipc",
+    "evfds",
+    "seccomp",
+    "spinners",
+)
+
 KERNELS = {
     k.name: k
     for k in (
@@ -93,8 +115,18 @@ KERNELS = {
             shared_debs=tuple(
                 f"linux-{part}-7.2.13+deb14-cloud-amd64_7.2.13-1_amd64.deb" for part in ("binary", "modules", "base")
             ),
-            ci_workloads=CI_SUBSET,
-            criu_suite="trixie",
+            ci_workloads=CI_SUBSET_7_2,
+            # unstable's 4.2.1: Debian 13's 4.1.1 fails to dump inet sockets here (getsockopt
+            # SO_PASSSEC, which 6.16+ refuses outside UNIX and netlink sockets: EOPNOTSUPP)
+            criu_suite="sid",
+            recording_mib=340,  # measured: 335-353 MiB
+            open_gaps=(
+                (
+                    "blockers-partial",
+                    "a write of more than PIPE_BUF into a pipe, caught part-way, is refused on 7.2 (its"
+                    " iov_iter is not found on the writer's stack yet)",
+                ),
+            ),
         ),
     )
 }

@@ -175,13 +175,13 @@ def disk_needed_mib(workload: Workload) -> int:
     return 3 * workload.ram_mib + (workload.ram_mib + 256) + 256
 
 
-def disk_kept_mib(workload: Workload) -> int:
+def disk_kept_mib(workload: Workload, kernel_name: str) -> int:
     """Disk a finished recording keeps once zero pages are holes. Measured on the standard
     corpus (f875cd7): 285-320 MiB for a 512 MiB guest (250 on 5.10), 420-440 MiB when runc and its container
     are in it too, and the pages a memory workload fills appear in the ELF, the live copy and
     (compressed a little) the kdump."""
     runc = 130 if workload.program == "runc-box" else 0
-    return 305 + runc + (workload.ram_mib - 512) * 14 // 10
+    return kernels.get_kernel(kernel_name).recording_mib + runc + (workload.ram_mib - 512) * 14 // 10
 
 
 def check_disk_for(wanted: list[tuple[str, str, int]], jobs: int, force: bool) -> None:
@@ -197,8 +197,8 @@ def check_disk_for(wanted: list[tuple[str, str, int]], jobs: int, force: bool) -
         path = recording_path(kernel_name, kernels.unpack(kernels.get_kernel(kernel_name)), workload, take)
         if cache.is_complete(path) and not force:
             continue
-        needed += disk_kept_mib(workload)
-        peaks.append(disk_needed_mib(workload) - disk_kept_mib(workload))
+        needed += disk_kept_mib(workload, kernel_name)
+        peaks.append(disk_needed_mib(workload) - disk_kept_mib(workload, kernel_name))
         reclaimable += sum(_disk_used_mib(old) for old in cache.siblings(path))
     if not peaks:
         return

@@ -64,9 +64,9 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
     # the disk the recorder plans for (a CI run refuses up front what would not fit)
     kept = recorder._disk_used_mib(rec.root)
     assert (
-        0.75 * recorder.disk_kept_mib(get_workload(workload))
+        0.75 * recorder.disk_kept_mib(get_workload(workload), kernel)
         <= kept
-        <= 1.1 * recorder.disk_kept_mib(get_workload(workload))
+        <= 1.1 * recorder.disk_kept_mib(get_workload(workload), kernel)
     )
 
     # what a live reader needs
@@ -173,7 +173,7 @@ def test_a_corpus_the_disk_cannot_hold_is_refused_before_anything_is_recorded(mo
     plan is weighed first, counting what the recordings missing from the cache will keep."""
     wanted = matrix.recordings()
     recorder.check_disk_for(wanted, 2, force=False)  # the cache the guest tests read holds them all
-    total = sum(recorder.disk_kept_mib(get_workload(w)) for _, w, _ in wanted)
+    total = sum(recorder.disk_kept_mib(get_workload(w), k) for k, w, _ in wanted)
     # 43 GiB measured on f875cd7's corpus of 6.1 and 6.12 (132 recordings)
     assert 300 * len(wanted) < total < 360 * len(wanted)
     usage = shutil.disk_usage(cache_root())

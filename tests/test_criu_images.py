@@ -19,7 +19,7 @@ from google.protobuf import unknown_fields
 from ovm_offline.criu import images, pb, show
 from ovm_offline.criu.images import ImageError
 from ovm_offline.errors import OvmError
-from tests.support.corpus_cases import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES
+from tests.support.corpus_cases import GOLDEN_CASES, GOLDEN_WORKLOAD_CASES, HOST_CRIU_GOLDEN_CASES
 from tests.support.pages_image import write_pages as write_pages_image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_golden_images_decode_fully_and_reencode_byte_identical(golden, tmp_path
 
 @pytest.mark.guest
 @needs_crit
-@pytest.mark.parametrize("golden", GOLDEN_CASES, indirect=True)
+@pytest.mark.parametrize("golden", HOST_CRIU_GOLDEN_CASES, indirect=True)
 def test_golden_images_decode_like_crit(golden):
     paths = image_files(golden)
     for path, theirs in zip(paths, crit_decode_all(paths, pretty=False)):

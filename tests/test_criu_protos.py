@@ -85,10 +85,21 @@ needs_pycriu = pytest.mark.skipif(
 CRIU4_ADDITIONS = {
     "task_core_entry": {"stop_signo": 21, "membarrier_registration_mask": 22},
     "thread_core_entry": {"cg_set": 16},
-    "inventory_entry": {"plugins_entry": 12, "dump_criu_run_id": 13},
+    "inventory_entry": {"plugins_entry": 12, "dump_criu_run_id": 13, "allow_uprobes": 14},
     "pagemap_entry": {"nr_pages_64": 5},
     "plugins_entry": {"plugins": 12},
+    "creds_entry": {"no_new_privs": 18, "cap_amb": 19},
+    "cg_controller_entry": {"is_threaded": 3},
+    "memfd_inode_entry": {"mode": 9},
+    "ip_opts_entry": {"pktinfo": 5, "tos": 6, "ttl": 7},
+    "inet_sk_entry": {"tcp_opts": 20},
+    "netns_entry": {"ipv4_sysctl": 10},
+    "thread_info_x86": {"cet": 9},
+    "tcp_opts_entry": {"cork": 1, "nodelay": 2, "keepcnt": 3, "keepidle": 4, "keepintvl": 5},
+    "user_x86_cet_entry": {"cet": 1, "ssp": 2},
 }
+#: messages CRIU 4.x added
+CRIU4_MESSAGES = {"plugins_entry", "tcp_opts_entry", "user_x86_cet_entry"}
 
 
 def _without_criu4_additions(ours: dict) -> dict:
@@ -97,7 +108,7 @@ def _without_criu4_additions(ours: dict) -> dict:
         added = CRIU4_ADDITIONS.get(name, {})
         for fname, number in added.items():
             assert fields[fname][0] == number, f"{name}.{fname} is field {fields[fname][0]}, CRIU 4.x's is {number}"
-        if name == "plugins_entry":
+        if name in CRIU4_MESSAGES:
             continue
         messages[name] = {f: d for f, d in fields.items() if f not in added}
     return {**ours, "messages": messages}

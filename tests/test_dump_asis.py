@@ -213,6 +213,9 @@ def test_a_call_whose_interruption_is_not_known_is_refused_by_name(recording, tm
 def test_dump_live_of_a_running_guest_restores(tmp_path, kernel, workload):
     """`dump --live` pauses a guest nobody stopped anything in, reads it and lets it run on;
     the images restore in a fresh guest and the workload's checks pass."""
+    gap = dict(kernels.get_kernel(kernel).open_gaps).get(workload)
+    if gap:
+        pytest.skip(f"{workload} on {kernel}: {gap}")
     images = tmp_path / "images"
     dumped: list[str] = []
 

@@ -40,6 +40,8 @@ mkdir -p "$SYSROOT"
 mount -t tmpfs -o mode=755 sysroot "$SYSROOT"
 cp -a /bin /lib /usr /etc "$SYSROOT/"
 [ -e /lib64 ] && cp -a /lib64 "$SYSROOT/"
+# a criu of another suite lives under /opt with its own libraries (corpus/suite_criu.py)
+[ -e /opt ] && cp -a /opt "$SYSROOT/"
 for d in proc sys dev run tmp; do mkdir -p "$SYSROOT/$d"; done
 for d in proc sys dev; do mount --rbind "/$d" "$SYSROOT/$d"; done
 # the container's writable bind mount /data (config.json: source /data of runc's root): the

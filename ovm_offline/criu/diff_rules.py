@@ -13,6 +13,7 @@ from typing import Any
 from . import images
 
 __all__ = [
+    "OMITTED_AT_DEFAULT",
     "VERSION_TWINS",
     "fill_version_twins",
     "ABSENT",
@@ -188,8 +189,35 @@ VERSION_TWINS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
+#: (image kind, message key, field, value): a field CRIU 4.x leaves out where it has this value
+#: (SO_MARK 0; SO_PASSCRED/SO_PASSSEC of a socket that is neither UNIX nor netlink, which 6.16+
+#: refuses to get), and 3.x writes. Filled in where absent before comparing.
+OMITTED_AT_DEFAULT: tuple[tuple[str, str, str, Any], ...] = (
+    ("files", "opts", "so_mark", 0),
+    ("files", "opts", "so_passcred", False),
+    ("files", "opts", "so_passsec", False),
+    # ambient capabilities: 3.x does not save them (4.x always does, ours too)
+    ("core", "creds", "cap_amb", [0, 0]),
+)
+
+
+def _fill_omitted(kind: str, value: Any) -> None:
+    if isinstance(value, list):
+        for item in value:
+            _fill_omitted(kind, item)
+    if not isinstance(value, dict):
+        return
+    for key, inner in value.items():
+        for rule_kind, container, field, default in OMITTED_AT_DEFAULT:
+            if rule_kind == kind and key == container and isinstance(inner, dict) and field not in inner:
+                inner[field] = default
+        _fill_omitted(kind, inner)
+
+
 def fill_version_twins(kind: str, entry: dict[str, Any]) -> None:
-    """Fill, in one image entry as a dict, a `VERSION_TWINS` field its side left out."""
+    """Fill, in one image entry as a dict, a `VERSION_TWINS` field its side left out, and the
+    fields CRIU 4.x leaves out at their default (`OMITTED_AT_DEFAULT`)."""
+    _fill_omitted(kind, entry)
     for twin_kind, a, b in VERSION_TWINS:
         if twin_kind != kind:
             continue

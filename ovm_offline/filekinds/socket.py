@@ -9,7 +9,7 @@ from ..criu.build.common import NET
 from ..kernel.core.features import kernel_has
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Struct
-from ..kernel.net.sock import SOCK_BUF_LOCK_MASK, SOCK_PASSCRED, SOCK_PASSSEC, sock_flag, sock_flag_bit, sock_timeout
+from ..kernel.net.sock import SOCK_BUF_LOCK_MASK, sock_flag, sock_flag_bit, sock_scm_options, sock_timeout
 
 __all__ = ["SocketOptions", "sk_opts_entry", "socket_options"]
 
@@ -44,6 +44,7 @@ def socket_options(prog: Program, sock: Struct, sk: Struct) -> SocketOptions:
     def flag(name: str) -> bool:
         return sock_flag(sk, sock_flag_bit(prog, name))
 
+    passcred, passsec = sock_scm_options(sock, sk, common.skc_family)
     return SocketOptions(
         sndbuf=sk.sk_sndbuf,
         rcvbuf=sk.sk_rcvbuf,
@@ -53,8 +54,8 @@ def socket_options(prog: Program, sock: Struct, sk: Struct) -> SocketOptions:
         priority=sk.sk_priority,
         rcvlowat=sk.sk_rcvlowat,
         mark=sk.sk_mark,
-        passcred=bool(sock.flags >> SOCK_PASSCRED & 1),
-        passsec=bool(sock.flags >> SOCK_PASSSEC & 1),
+        passcred=passcred,
+        passsec=passsec,
         dontroute=flag("SOCK_LOCALROUTE"),
         no_check=bool(sk.sk_no_check_tx),
         reuseport=bool(common.skc_reuseport),

@@ -52,6 +52,7 @@ class Credentials:
     cap_bnd: int
     secbits: int
     groups: list[int] = field(default_factory=list)
+    cap_amb: int = 0  # ambient capabilities (CRIU 4.x restores them; 3.17 does not save them)
 
 
 @dataclasses.dataclass

@@ -79,6 +79,7 @@ def creds(thread: ThreadState) -> T.creds_entry:
         cap_prm=words(c.cap_prm),
         cap_eff=words(c.cap_eff),
         cap_bnd=words(c.cap_bnd),
+        cap_amb=words(c.cap_amb),  # CRIU 4.x restores them; 3.x skips the field
         secbits=c.secbits,
         groups=c.groups,
     )

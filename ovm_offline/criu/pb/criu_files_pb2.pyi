@@ -491,7 +491,7 @@ class memfd_file_entry(_message.Message):
     def __init__(self, id: _Optional[int] = ..., flags: _Optional[int] = ..., pos: _Optional[int] = ..., fown: _Optional[_Union[_criu_common_pb2.fown_entry, _Mapping]] = ..., inode_id: _Optional[int] = ...) -> None: ...
 
 class memfd_inode_entry(_message.Message):
-    __slots__ = ("name", "uid", "gid", "size", "shmid", "seals", "inode_id", "hugetlb_flag")
+    __slots__ = ("name", "uid", "gid", "size", "shmid", "seals", "inode_id", "hugetlb_flag", "mode")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     GID_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +500,7 @@ class memfd_inode_entry(_message.Message):
     SEALS_FIELD_NUMBER: _ClassVar[int]
     INODE_ID_FIELD_NUMBER: _ClassVar[int]
     HUGETLB_FLAG_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     name: str
     uid: int
     gid: int
@@ -508,7 +509,8 @@ class memfd_inode_entry(_message.Message):
     seals: int
     inode_id: int
     hugetlb_flag: int
-    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., shmid: _Optional[int] = ..., seals: _Optional[int] = ..., inode_id: _Optional[int] = ..., hugetlb_flag: _Optional[int] = ...) -> None: ...
+    mode: int
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., shmid: _Optional[int] = ..., seals: _Optional[int] = ..., inode_id: _Optional[int] = ..., hugetlb_flag: _Optional[int] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class bpfmap_file_entry(_message.Message):
     __slots__ = ("id", "flags", "pos", "fown", "map_type", "key_size", "value_size", "map_id", "max_entries", "map_flags", "memlock", "frozen", "map_name", "ifindex", "mnt_id", "map_extra")

@@ -142,15 +142,21 @@ class ip_opts_raw_entry(_message.Message):
     def __init__(self, hdrincl: _Optional[bool] = ..., nodefrag: _Optional[bool] = ..., checksum: _Optional[bool] = ..., icmpv_filter: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ip_opts_entry(_message.Message):
-    __slots__ = ("freebind", "raw")
+    __slots__ = ("freebind", "raw", "pktinfo", "tos", "ttl")
     FREEBIND_FIELD_NUMBER: _ClassVar[int]
     RAW_FIELD_NUMBER: _ClassVar[int]
+    PKTINFO_FIELD_NUMBER: _ClassVar[int]
+    TOS_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     freebind: bool
     raw: ip_opts_raw_entry
-    def __init__(self, freebind: _Optional[bool] = ..., raw: _Optional[_Union[ip_opts_raw_entry, _Mapping]] = ...) -> None: ...
+    pktinfo: bool
+    tos: int
+    ttl: int
+    def __init__(self, freebind: _Optional[bool] = ..., raw: _Optional[_Union[ip_opts_raw_entry, _Mapping]] = ..., pktinfo: _Optional[bool] = ..., tos: _Optional[int] = ..., ttl: _Optional[int] = ...) -> None: ...
 
 class inet_sk_entry(_message.Message):
-    __slots__ = ("id", "ino", "family", "type", "proto", "state", "src_port", "dst_port", "flags", "backlog", "src_addr", "dst_addr", "fown", "opts", "v6only", "ip_opts", "ifname", "ns_id", "shutdown")
+    __slots__ = ("id", "ino", "family", "type", "proto", "state", "src_port", "dst_port", "flags", "backlog", "src_addr", "dst_addr", "fown", "opts", "v6only", "ip_opts", "ifname", "ns_id", "shutdown", "tcp_opts")
     ID_FIELD_NUMBER: _ClassVar[int]
     INO_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +176,7 @@ class inet_sk_entry(_message.Message):
     IFNAME_FIELD_NUMBER: _ClassVar[int]
     NS_ID_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    TCP_OPTS_FIELD_NUMBER: _ClassVar[int]
     id: int
     ino: int
     family: int
@@ -189,7 +196,8 @@ class inet_sk_entry(_message.Message):
     ifname: str
     ns_id: int
     shutdown: sk_shutdown
-    def __init__(self, id: _Optional[int] = ..., ino: _Optional[int] = ..., family: _Optional[int] = ..., type: _Optional[int] = ..., proto: _Optional[int] = ..., state: _Optional[int] = ..., src_port: _Optional[int] = ..., dst_port: _Optional[int] = ..., flags: _Optional[int] = ..., backlog: _Optional[int] = ..., src_addr: _Optional[_Iterable[int]] = ..., dst_addr: _Optional[_Iterable[int]] = ..., fown: _Optional[_Union[_criu_common_pb2.fown_entry, _Mapping]] = ..., opts: _Optional[_Union[sk_opts_entry, _Mapping]] = ..., v6only: _Optional[bool] = ..., ip_opts: _Optional[_Union[ip_opts_entry, _Mapping]] = ..., ifname: _Optional[str] = ..., ns_id: _Optional[int] = ..., shutdown: _Optional[_Union[sk_shutdown, str]] = ...) -> None: ...
+    tcp_opts: tcp_opts_entry
+    def __init__(self, id: _Optional[int] = ..., ino: _Optional[int] = ..., family: _Optional[int] = ..., type: _Optional[int] = ..., proto: _Optional[int] = ..., state: _Optional[int] = ..., src_port: _Optional[int] = ..., dst_port: _Optional[int] = ..., flags: _Optional[int] = ..., backlog: _Optional[int] = ..., src_addr: _Optional[_Iterable[int]] = ..., dst_addr: _Optional[_Iterable[int]] = ..., fown: _Optional[_Union[_criu_common_pb2.fown_entry, _Mapping]] = ..., opts: _Optional[_Union[sk_opts_entry, _Mapping]] = ..., v6only: _Optional[bool] = ..., ip_opts: _Optional[_Union[ip_opts_entry, _Mapping]] = ..., ifname: _Optional[str] = ..., ns_id: _Optional[int] = ..., shutdown: _Optional[_Union[sk_shutdown, str]] = ..., tcp_opts: _Optional[_Union[tcp_opts_entry, _Mapping]] = ...) -> None: ...
 
 class packet_mclist(_message.Message):
     __slots__ = ("index", "type", "addr")
@@ -309,6 +317,20 @@ class sk_packet_entry(_message.Message):
     scm: _containers.RepeatedCompositeFieldContainer[scm_entry]
     def __init__(self, id_for: _Optional[int] = ..., length: _Optional[int] = ..., scm: _Optional[_Iterable[_Union[scm_entry, _Mapping]]] = ...) -> None: ...
 
+class tcp_opts_entry(_message.Message):
+    __slots__ = ("cork", "nodelay", "keepcnt", "keepidle", "keepintvl")
+    CORK_FIELD_NUMBER: _ClassVar[int]
+    NODELAY_FIELD_NUMBER: _ClassVar[int]
+    KEEPCNT_FIELD_NUMBER: _ClassVar[int]
+    KEEPIDLE_FIELD_NUMBER: _ClassVar[int]
+    KEEPINTVL_FIELD_NUMBER: _ClassVar[int]
+    cork: bool
+    nodelay: bool
+    keepcnt: int
+    keepidle: int
+    keepintvl: int
+    def __init__(self, cork: _Optional[bool] = ..., nodelay: _Optional[bool] = ..., keepcnt: _Optional[int] = ..., keepidle: _Optional[int] = ..., keepintvl: _Optional[int] = ...) -> None: ...
+
 class tcp_stream_entry(_message.Message):
     __slots__ = ("inq_len", "inq_seq", "outq_len", "outq_seq", "opt_mask", "snd_wscale", "mss_clamp", "rcv_wscale", "timestamp", "cork", "nodelay", "unsq_len", "snd_wl1", "snd_wnd", "max_window", "rcv_wnd", "rcv_wup")
     INQ_LEN_FIELD_NUMBER: _ClassVar[int]
@@ -366,7 +388,7 @@ class netns_id(_message.Message):
     def __init__(self, target_ns_id: _Optional[int] = ..., netnsid_value: _Optional[int] = ...) -> None: ...
 
 class netns_entry(_message.Message):
-    __slots__ = ("def_conf", "all_conf", "def_conf4", "all_conf4", "def_conf6", "all_conf6", "nsids", "ext_key", "unix_conf")
+    __slots__ = ("def_conf", "all_conf", "def_conf4", "all_conf4", "def_conf6", "all_conf6", "nsids", "ext_key", "unix_conf", "ipv4_sysctl")
     DEF_CONF_FIELD_NUMBER: _ClassVar[int]
     ALL_CONF_FIELD_NUMBER: _ClassVar[int]
     DEF_CONF4_FIELD_NUMBER: _ClassVar[int]
@@ -376,6 +398,7 @@ class netns_entry(_message.Message):
     NSIDS_FIELD_NUMBER: _ClassVar[int]
     EXT_KEY_FIELD_NUMBER: _ClassVar[int]
     UNIX_CONF_FIELD_NUMBER: _ClassVar[int]
+    IPV4_SYSCTL_FIELD_NUMBER: _ClassVar[int]
     def_conf: _containers.RepeatedScalarFieldContainer[int]
     all_conf: _containers.RepeatedScalarFieldContainer[int]
     def_conf4: _containers.RepeatedCompositeFieldContainer[sysctl_entry]
@@ -385,4 +408,5 @@ class netns_entry(_message.Message):
     nsids: _containers.RepeatedCompositeFieldContainer[netns_id]
     ext_key: str
     unix_conf: _containers.RepeatedCompositeFieldContainer[sysctl_entry]
-    def __init__(self, def_conf: _Optional[_Iterable[int]] = ..., all_conf: _Optional[_Iterable[int]] = ..., def_conf4: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., all_conf4: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., def_conf6: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., all_conf6: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., nsids: _Optional[_Iterable[_Union[netns_id, _Mapping]]] = ..., ext_key: _Optional[str] = ..., unix_conf: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ...) -> None: ...
+    ipv4_sysctl: _containers.RepeatedCompositeFieldContainer[sysctl_entry]
+    def __init__(self, def_conf: _Optional[_Iterable[int]] = ..., all_conf: _Optional[_Iterable[int]] = ..., def_conf4: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., all_conf4: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., def_conf6: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., all_conf6: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., nsids: _Optional[_Iterable[_Union[netns_id, _Mapping]]] = ..., ext_key: _Optional[str] = ..., unix_conf: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ..., ipv4_sysctl: _Optional[_Iterable[_Union[sysctl_entry, _Mapping]]] = ...) -> None: ...

@@ -218,12 +218,14 @@ class cgroup_dir_entry(_message.Message):
     def __init__(self, dir_name: _Optional[str] = ..., children: _Optional[_Iterable[_Union[cgroup_dir_entry, _Mapping]]] = ..., properties: _Optional[_Iterable[_Union[cgroup_prop_entry, _Mapping]]] = ..., dir_perms: _Optional[_Union[cgroup_perms, _Mapping]] = ...) -> None: ...
 
 class cg_controller_entry(_message.Message):
-    __slots__ = ("cnames", "dirs")
+    __slots__ = ("cnames", "dirs", "is_threaded")
     CNAMES_FIELD_NUMBER: _ClassVar[int]
     DIRS_FIELD_NUMBER: _ClassVar[int]
+    IS_THREADED_FIELD_NUMBER: _ClassVar[int]
     cnames: _containers.RepeatedScalarFieldContainer[str]
     dirs: _containers.RepeatedCompositeFieldContainer[cgroup_dir_entry]
-    def __init__(self, cnames: _Optional[_Iterable[str]] = ..., dirs: _Optional[_Iterable[_Union[cgroup_dir_entry, _Mapping]]] = ...) -> None: ...
+    is_threaded: bool
+    def __init__(self, cnames: _Optional[_Iterable[str]] = ..., dirs: _Optional[_Iterable[_Union[cgroup_dir_entry, _Mapping]]] = ..., is_threaded: _Optional[bool] = ...) -> None: ...
 
 class cg_member_entry(_message.Message):
     __slots__ = ("name", "path", "cgns_prefix")

@@ -28,7 +28,7 @@ SELINUX: lsmtype
 APPARMOR: lsmtype
 
 class creds_entry(_message.Message):
-    __slots__ = ("uid", "gid", "euid", "egid", "suid", "sgid", "fsuid", "fsgid", "cap_inh", "cap_prm", "cap_eff", "cap_bnd", "secbits", "groups", "lsm_profile", "lsm_sockcreate", "apparmor_data")
+    __slots__ = ("uid", "gid", "euid", "egid", "suid", "sgid", "fsuid", "fsgid", "cap_inh", "cap_prm", "cap_eff", "cap_bnd", "secbits", "groups", "lsm_profile", "lsm_sockcreate", "apparmor_data", "no_new_privs", "cap_amb")
     UID_FIELD_NUMBER: _ClassVar[int]
     GID_FIELD_NUMBER: _ClassVar[int]
     EUID_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +46,8 @@ class creds_entry(_message.Message):
     LSM_PROFILE_FIELD_NUMBER: _ClassVar[int]
     LSM_SOCKCREATE_FIELD_NUMBER: _ClassVar[int]
     APPARMOR_DATA_FIELD_NUMBER: _ClassVar[int]
+    NO_NEW_PRIVS_FIELD_NUMBER: _ClassVar[int]
+    CAP_AMB_FIELD_NUMBER: _ClassVar[int]
     uid: int
     gid: int
     euid: int
@@ -63,7 +65,9 @@ class creds_entry(_message.Message):
     lsm_profile: str
     lsm_sockcreate: str
     apparmor_data: bytes
-    def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., euid: _Optional[int] = ..., egid: _Optional[int] = ..., suid: _Optional[int] = ..., sgid: _Optional[int] = ..., fsuid: _Optional[int] = ..., fsgid: _Optional[int] = ..., cap_inh: _Optional[_Iterable[int]] = ..., cap_prm: _Optional[_Iterable[int]] = ..., cap_eff: _Optional[_Iterable[int]] = ..., cap_bnd: _Optional[_Iterable[int]] = ..., secbits: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ..., lsm_profile: _Optional[str] = ..., lsm_sockcreate: _Optional[str] = ..., apparmor_data: _Optional[bytes] = ...) -> None: ...
+    no_new_privs: int
+    cap_amb: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., euid: _Optional[int] = ..., egid: _Optional[int] = ..., suid: _Optional[int] = ..., sgid: _Optional[int] = ..., fsuid: _Optional[int] = ..., fsgid: _Optional[int] = ..., cap_inh: _Optional[_Iterable[int]] = ..., cap_prm: _Optional[_Iterable[int]] = ..., cap_eff: _Optional[_Iterable[int]] = ..., cap_bnd: _Optional[_Iterable[int]] = ..., secbits: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ..., lsm_profile: _Optional[str] = ..., lsm_sockcreate: _Optional[str] = ..., apparmor_data: _Optional[bytes] = ..., no_new_privs: _Optional[int] = ..., cap_amb: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class sa_entry(_message.Message):
     __slots__ = ("sigaction", "flags", "restorer", "mask", "compat_sigaction", "mask_extended")
@@ -330,7 +334,7 @@ class pstree_entry(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., ppid: _Optional[int] = ..., pgid: _Optional[int] = ..., sid: _Optional[int] = ..., threads: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class inventory_entry(_message.Message):
-    __slots__ = ("img_version", "fdinfo_per_id", "root_ids", "ns_per_id", "root_cg_set", "lsmtype", "dump_uptime", "pre_dump_mode", "tcp_close", "network_lock_method", "plugins_entry", "dump_criu_run_id")
+    __slots__ = ("img_version", "fdinfo_per_id", "root_ids", "ns_per_id", "root_cg_set", "lsmtype", "dump_uptime", "pre_dump_mode", "tcp_close", "network_lock_method", "plugins_entry", "dump_criu_run_id", "allow_uprobes")
     IMG_VERSION_FIELD_NUMBER: _ClassVar[int]
     FDINFO_PER_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +347,7 @@ class inventory_entry(_message.Message):
     NETWORK_LOCK_METHOD_FIELD_NUMBER: _ClassVar[int]
     PLUGINS_ENTRY_FIELD_NUMBER: _ClassVar[int]
     DUMP_CRIU_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_UPROBES_FIELD_NUMBER: _ClassVar[int]
     img_version: int
     fdinfo_per_id: bool
     root_ids: task_kobj_ids_entry
@@ -355,7 +360,8 @@ class inventory_entry(_message.Message):
     network_lock_method: int
     plugins_entry: plugins_entry
     dump_criu_run_id: str
-    def __init__(self, img_version: _Optional[int] = ..., fdinfo_per_id: _Optional[bool] = ..., root_ids: _Optional[_Union[task_kobj_ids_entry, _Mapping]] = ..., ns_per_id: _Optional[bool] = ..., root_cg_set: _Optional[int] = ..., lsmtype: _Optional[_Union[lsmtype, str]] = ..., dump_uptime: _Optional[int] = ..., pre_dump_mode: _Optional[int] = ..., tcp_close: _Optional[bool] = ..., network_lock_method: _Optional[int] = ..., plugins_entry: _Optional[_Union[plugins_entry, _Mapping]] = ..., dump_criu_run_id: _Optional[str] = ...) -> None: ...
+    allow_uprobes: bool
+    def __init__(self, img_version: _Optional[int] = ..., fdinfo_per_id: _Optional[bool] = ..., root_ids: _Optional[_Union[task_kobj_ids_entry, _Mapping]] = ..., ns_per_id: _Optional[bool] = ..., root_cg_set: _Optional[int] = ..., lsmtype: _Optional[_Union[lsmtype, str]] = ..., dump_uptime: _Optional[int] = ..., pre_dump_mode: _Optional[int] = ..., tcp_close: _Optional[bool] = ..., network_lock_method: _Optional[int] = ..., plugins_entry: _Optional[_Union[plugins_entry, _Mapping]] = ..., dump_criu_run_id: _Optional[str] = ..., allow_uprobes: _Optional[bool] = ...) -> None: ...
 
 class plugins_entry(_message.Message):
     __slots__ = ("plugins",)

@@ -148,13 +148,23 @@ class user_desc_t(_message.Message):
     def __init__(self, entry_number: _Optional[int] = ..., base_addr: _Optional[int] = ..., limit: _Optional[int] = ..., seg_32bit: _Optional[bool] = ..., contents_h: _Optional[bool] = ..., contents_l: _Optional[bool] = ..., read_exec_only: _Optional[bool] = ..., limit_in_pages: _Optional[bool] = ..., seg_not_present: _Optional[bool] = ..., usable: _Optional[bool] = ...) -> None: ...
 
 class thread_info_x86(_message.Message):
-    __slots__ = ("clear_tid_addr", "gpregs", "fpregs", "tls")
+    __slots__ = ("clear_tid_addr", "gpregs", "fpregs", "tls", "cet")
     CLEAR_TID_ADDR_FIELD_NUMBER: _ClassVar[int]
     GPREGS_FIELD_NUMBER: _ClassVar[int]
     FPREGS_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
+    CET_FIELD_NUMBER: _ClassVar[int]
     clear_tid_addr: int
     gpregs: user_x86_regs_entry
     fpregs: user_x86_fpregs_entry
     tls: _containers.RepeatedCompositeFieldContainer[user_desc_t]
-    def __init__(self, clear_tid_addr: _Optional[int] = ..., gpregs: _Optional[_Union[user_x86_regs_entry, _Mapping]] = ..., fpregs: _Optional[_Union[user_x86_fpregs_entry, _Mapping]] = ..., tls: _Optional[_Iterable[_Union[user_desc_t, _Mapping]]] = ...) -> None: ...
+    cet: user_x86_cet_entry
+    def __init__(self, clear_tid_addr: _Optional[int] = ..., gpregs: _Optional[_Union[user_x86_regs_entry, _Mapping]] = ..., fpregs: _Optional[_Union[user_x86_fpregs_entry, _Mapping]] = ..., tls: _Optional[_Iterable[_Union[user_desc_t, _Mapping]]] = ..., cet: _Optional[_Union[user_x86_cet_entry, _Mapping]] = ...) -> None: ...
+
+class user_x86_cet_entry(_message.Message):
+    __slots__ = ("cet", "ssp")
+    CET_FIELD_NUMBER: _ClassVar[int]
+    SSP_FIELD_NUMBER: _ClassVar[int]
+    cet: int
+    ssp: int
+    def __init__(self, cet: _Optional[int] = ..., ssp: _Optional[int] = ...) -> None: ...

@@ -265,7 +265,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         " task_struct.exit_code tty_buffer.commit tty_buffer.read tty_buffer.size"
         # 7.x
         " memdesc_flags_t.f page.__folio_index page.compound_head page.compound_info rseq_data.len rseq_data.sig"
-        " epoll_key.fd task_exec_state.dumpable task_struct.jobctl hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
+        " epoll_key.fd task_exec_state.dumpable task_struct.jobctl k_itimer.it_status sock.sk_scm_credentials sock.sk_scm_security hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -307,10 +307,10 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         " file_lock.fl_file file_lock_core.flc_file epoll_key.file"
     ),
     "pointer to struct dentry": "dentry.d_parent mount.mnt_mountpoint path.dentry vfsmount.mnt_root",
-    "struct kernel_cap_t": "cred.cap_bset cred.cap_effective cred.cap_inheritable cred.cap_permitted",
+    "struct kernel_cap_t": "cred.cap_ambient cred.cap_bset cred.cap_effective cred.cap_inheritable cred.cap_permitted",
     "struct path": "file.f_path fs_struct.pwd fs_struct.root unix_sock.path",
     "pointer to function": "dentry_operations.d_dname sigaction.sa_handler sigaction.sa_restorer",
-    "pointer to struct kernfs_node": "cgroup.kn cgroup_file.kn kernfs_node.parent",
+    "pointer to struct kernfs_node": "cgroup.kn cgroup_file.kn kernfs_node.parent kernfs_node.__parent",
     "pointer to struct pid": (
         "fown_struct.pid task_struct.thread_pid unix_skb_parms.pid tty_struct.pgrp tty_struct.session"
     ),

@@ -31,6 +31,7 @@ __all__ = [
     "skb_data",
     "skb_queue",
     "sock_flag",
+    "sock_scm_options",
     "sock_flag_bit",
     "sock_socket_ino",
     "sock_timeout",
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 #: include/linux/net.h: bits of socket->flags
 SOCK_PASSCRED, SOCK_PASSSEC = 3, 4
+#: include/linux/socket.h
+AF_UNIX, AF_NETLINK = 1, 16
 #: include/net/sock.h: SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK
 SOCK_BUF_LOCK_MASK = 0x3
 MAX_SCHEDULE_TIMEOUT = (1 << 63) - 1
@@ -78,6 +81,18 @@ def sock_socket_ino(sk: Struct) -> int:
     if not sock:
         return 0
     return sk.prog_.container_of(sock, "socket_alloc", "socket").vfs_inode.i_ino
+
+
+def sock_scm_options(sock: Struct, sk: Struct, family: int) -> tuple[bool, bool]:
+    """(SO_PASSCRED, SO_PASSSEC) of a ``struct socket`` of `family` and its ``struct sock``:
+    bits of ``socket->flags``, or where ``struct sock`` has them as its own bits (6.16+),
+    ``sk_scm_credentials``/``sk_scm_security``, which only UNIX and netlink sockets have (the
+    bits are something else in other families, and getsockopt refuses them there)."""
+    if sk.has_member_("sk_scm_credentials"):
+        if family not in (AF_UNIX, AF_NETLINK):
+            return False, False
+        return bool(sk.sk_scm_credentials), bool(sk.sk_scm_security)
+    return bool(sock.flags >> SOCK_PASSCRED & 1), bool(sock.flags >> SOCK_PASSSEC & 1)
 
 
 def sock_flag(sk: Struct, bit: int) -> bool:

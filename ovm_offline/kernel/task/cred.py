@@ -150,6 +150,7 @@ def task_credentials(task: Struct) -> Credentials:
         cap_bnd=kernel_cap_value(cred.cap_bset) & bnd_mask,
         secbits=cred.securebits & U32,
         groups=[from_kid_munged(ns, g, "gid") for g in cred_groups(ptr)],
+        cap_amb=kernel_cap_value(cred.cap_ambient),
     )
 
 

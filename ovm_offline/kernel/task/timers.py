@@ -293,6 +293,18 @@ def _k_itimer_sigev(timer: Struct) -> tuple[int, int]:
     return timer.it_sigev_signo, int(timer.it_sigev_value.sival_ptr)
 
 
+def _k_itimer_status(timer: Struct) -> tuple[bool, bool]:
+    """(armed or its signal pending, signal pending to be requeued) of a ``struct k_itimer``:
+    ``it_active`` and ``it_requeue_pending``, or one ``it_status`` (POSIX_TIMER_DISARMED,
+    _ARMED, _REQUEUE_PENDING; 6.13+)."""
+    if timer.has_member_("it_status"):
+        status = timer.it_status
+        armed = timer.prog_.symbols.enum_value("posix_timer_state", "POSIX_TIMER_ARMED")
+        disarmed = timer.prog_.symbols.enum_value("posix_timer_state", "POSIX_TIMER_DISARMED")
+        return status != disarmed, status not in (armed, disarmed)
+    return bool(timer.it_active), bool(timer.it_requeue_pending & REQUEUE_PENDING)
+
+
 def _k_itimer_remaining(timer: Struct) -> int:
     """Expiry minus now of a ``struct k_itimer``, in ns. A relative CLOCK_REALTIME timer is
     armed on the CLOCK_MONOTONIC hrtimer base (common_hrtimer_arm: "Posix magic"), so the
@@ -320,9 +332,10 @@ def k_itimer_state(timer: Struct, pid_ns: Pointer | Struct) -> PosixTimer:
         raise GuestDataError(f"posix timer {timer.it_id} has interval {interval} ns and overrun {overrun}")
     sig_none = notify & ~SIGEV_THREAD_ID == SIGEV_NONE
     value = 0
-    if interval or timer.it_active or sig_none:
+    active, requeue_pending = _k_itimer_status(timer)
+    if interval or active or sig_none:
         remaining = _k_itimer_remaining(timer)
-        if interval > 0 and remaining <= 0 and (timer.it_requeue_pending & REQUEUE_PENDING or sig_none):
+        if interval > 0 and remaining <= 0 and (requeue_pending or sig_none):
             # timer_get forwards a periodic timer whose signal is still queued past now
             remaining += ((-remaining) // interval + 1) * interval
         value = remaining if remaining > 0 else (0 if sig_none else 1)
