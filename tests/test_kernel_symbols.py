@@ -402,7 +402,7 @@ MEMBER_TABLE_OF_FORMAT = {
     15: "db298de6b8e2d404",
     16: "11f9ec60cebe1cf6",
     17: "4f2211d662b23f20",
-    18: "8ecdf60b16246e0f",
+    18: "b957659120819f7c",
 }
 
 

@@ -15,7 +15,9 @@ Made for checking ovm-offline's output (OURS) against `criu dump` of the same tr
 * memory is compared page by page after resolving pagemap runs to virtual addresses, so
   differently split runs or differently numbered pages-N.img files compare equal;
 * fields that cannot match between a memory snapshot and a live dump are listed in
-  DEFAULT_IGNORES with the reason; criu's dump.log is never compared.
+  DEFAULT_IGNORES with the reason; criu's dump.log is never compared;
+* what CRIU 3.x and 4.x write differently (diff_rules.py: VERSION_TWINS, OMITTED_AT_DEFAULT,
+  and CRIU4_ONLY against 3.x's images) is no difference.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from . import images, show
 from .diff_rules import (
     ABSENT,
     CLONE_NS,
+    CRIU4_ONLY,
     DEFAULT_IGNORES,
     ENTRY_KEYS,
     FILE_IDENTITY,
@@ -53,6 +56,8 @@ from .diff_rules import (
     ZOMBIE_IGNORES,
     IgnoreRule,
     fill_version_twins,
+    written_by_criu3,
+    zombie_entries,
 )
 from .images import ImageDir, ImageKind
 
@@ -322,8 +327,6 @@ def _summary(entry: Any) -> Any:
 # Fields of struct rseq the kernel rewrites on return to user space: cpu_id_start and
 # cpu_id at 0..8, node_id and mm_cid at 20..28 (6.3+)
 RSEQ_KERNEL_FIELDS = ((0, 8), (20, 28))
-#: task_core_entry.task_state of a zombie (criu's TASK_DEAD)
-TASK_DEAD = 2
 
 
 def _rseq_cpu_id_windows(idir: ImageDir, pid: int) -> list[tuple[int, int]]:
@@ -427,17 +430,6 @@ def _compare_archives(c: _Collector, cname: str, ours: bytes, theirs: bytes) -> 
                 c.add(cname, member, f"tmpfs-dev.{name}", fo.get(name), ft.get(name))
 
 
-def _zombie_entries(d: ImageDir) -> frozenset[str]:
-    """The pstree entry labels of the processes whose core says TASK_DEAD (criu's zombies)."""
-    pstree = d.get(images.PSTREE)
-    zombies = set()
-    for e in pstree.entries if pstree is not None else []:
-        core = d.entry(images.CORE, e.pid)
-        if core is not None and core.HasField("tc") and core.tc.task_state == TASK_DEAD:
-            zombies.add(f"pid={e.pid}")
-    return frozenset(zombies)
-
-
 def diff_dirs(
     ours: str | Path | ImageDir, theirs: str | Path | ImageDir, ignore: Sequence[IgnoreRule] = DEFAULT_IGNORES
 ) -> DiffResult:
@@ -446,7 +438,9 @@ def diff_dirs(
     dt = theirs if isinstance(theirs, ImageDir) else ImageDir(theirs)
     ids_o, ids_t = IdMap.build(do), IdMap.build(dt)
     names_o, names_t = _canonical_names(do, ids_o), _canonical_names(dt, ids_t)
-    c = _Collector(ignore, _zombie_entries(dt))
+    if written_by_criu3(dt.entry(images.INVENTORY)):
+        ignore = [*ignore, *CRIU4_ONLY]
+    c = _Collector(ignore, zombie_entries(dt))
     for cname in list(names_t) + [n for n in names_o if n not in names_t]:
         no, nt = names_o.get(cname), names_t.get(cname)
         if no is None or nt is None:

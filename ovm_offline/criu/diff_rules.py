@@ -13,9 +13,12 @@ from typing import Any
 from . import images
 
 __all__ = [
+    "CRIU4_ONLY",
     "OMITTED_AT_DEFAULT",
     "VERSION_TWINS",
     "fill_version_twins",
+    "written_by_criu3",
+    "zombie_entries",
     "ABSENT",
     "CLONE_NS",
     "DEFAULT_IGNORES",
@@ -196,9 +199,23 @@ OMITTED_AT_DEFAULT: tuple[tuple[str, str, str, Any], ...] = (
     ("files", "opts", "so_mark", 0),
     ("files", "opts", "so_passcred", False),
     ("files", "opts", "so_passsec", False),
-    # ambient capabilities: 3.x does not save them (4.x always does, ours too)
-    ("core", "creds", "cap_amb", [0, 0]),
 )
+
+_CRIU3_LACKS = "CRIU 3.x writes no such field (4.x does, and ours do, for 4.x's restore)"
+#: fields CRIU 4.x and our images hold that 3.x never writes: ignored against 3.x's images alone
+#: (those whose inventory has no plugins_entry, which every 4.x dump writes)
+CRIU4_ONLY: tuple[IgnoreRule, ...] = (
+    IgnoreRule("inventory.plugins_entry", _CRIU3_LACKS),
+    IgnoreRule("core.tc.stop_signo", _CRIU3_LACKS),
+    IgnoreRule("core.thread_core.cg_set", _CRIU3_LACKS),  # a leader's is tc.cg_set's twin
+    IgnoreRule("core.thread_core.creds.no_new_privs", _CRIU3_LACKS),
+    IgnoreRule("core.thread_core.creds.cap_amb", _CRIU3_LACKS),
+)
+
+
+def written_by_criu3(inventory: Any) -> bool:
+    """Whether an images directory's inventory entry is CRIU 3.x's (no plugins_entry)."""
+    return inventory is not None and not inventory.HasField("plugins_entry")
 
 
 def _fill_omitted(kind: str, value: Any) -> None:
@@ -230,3 +247,18 @@ def fill_version_twins(kind: str, entry: dict[str, Any]) -> None:
                 parent = parent.get(name) if isinstance(parent, dict) else None
             if value is not None and isinstance(parent, dict) and dst[-1] not in parent:
                 parent[dst[-1]] = value
+
+
+#: task_core_entry.task_state of a zombie (criu's TASK_DEAD)
+TASK_DEAD = 2
+
+
+def zombie_entries(d: images.ImageDir) -> frozenset[str]:
+    """The pstree entry labels of the processes whose core says TASK_DEAD (criu's zombies)."""
+    pstree = d.get(images.PSTREE)
+    zombies = set()
+    for e in pstree.entries if pstree is not None else []:
+        core = d.entry(images.CORE, e.pid)
+        if core is not None and core.HasField("tc") and core.tc.task_state == TASK_DEAD:
+            zombies.add(f"pid={e.pid}")
+    return frozenset(zombies)

@@ -53,6 +53,7 @@ class Credentials:
     secbits: int
     groups: list[int] = field(default_factory=list)
     cap_amb: int = 0  # ambient capabilities (CRIU 4.x restores them; 3.17 does not save them)
+    no_new_privs: bool = False  # PR_SET_NO_NEW_PRIVS (likewise)
 
 
 @dataclasses.dataclass

@@ -66,7 +66,7 @@ def creds(thread: ThreadState) -> T.creds_entry:
     def words(v: int) -> list[int]:
         return [v & 0xFFFFFFFF, v >> 32]
 
-    return T.creds_entry(
+    entry = T.creds_entry(
         uid=c.uid,
         gid=c.gid,
         euid=c.euid,
@@ -83,6 +83,9 @@ def creds(thread: ThreadState) -> T.creds_entry:
         secbits=c.secbits,
         groups=c.groups,
     )
+    if c.no_new_privs:  # as 4.x writes it: only when set
+        entry.no_new_privs = 1
+    return entry
 
 
 def thread_core(thread: ThreadState, leader: bool, seccomp: tuple[int, int | None]) -> T.thread_core_entry:

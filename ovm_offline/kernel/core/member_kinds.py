@@ -265,7 +265,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         " task_struct.exit_code tty_buffer.commit tty_buffer.read tty_buffer.size"
         # 7.x
         " memdesc_flags_t.f page.__folio_index page.compound_head page.compound_info rseq_data.len rseq_data.sig"
-        " epoll_key.fd task_exec_state.dumpable task_struct.jobctl k_itimer.it_status sock.sk_scm_credentials sock.sk_scm_security hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
+        " epoll_key.fd task_exec_state.dumpable task_struct.jobctl task_struct.atomic_flags k_itimer.it_status sock.sk_scm_credentials sock.sk_scm_security hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "

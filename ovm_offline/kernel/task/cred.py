@@ -20,7 +20,14 @@ from ...errors import GuestDataError
 from ...state import Credentials
 from ..core.objects import Pointer, Struct
 
-__all__ = ["SECCOMP_MODE_FILTER", "kernel_cap_value", "task_credentials", "task_loginuid", "task_seccomp_mode"]
+__all__ = [
+    "SECCOMP_MODE_FILTER",
+    "kernel_cap_value",
+    "task_credentials",
+    "task_loginuid",
+    "task_no_new_privs",
+    "task_seccomp_mode",
+]
 
 #: include/uapi/linux/seccomp.h: SECCOMP_MODE_DISABLED, _STRICT, _FILTER
 SECCOMP_MODE_FILTER = 2
@@ -117,6 +124,15 @@ def cred_groups(cred: Pointer) -> list[int]:
     return [int.from_bytes(raw[i : i + 4], "little") for i in range(0, 4 * n, 4)]
 
 
+#: include/linux/sched.h: bit of task_struct.atomic_flags
+PFA_NO_NEW_PRIVS = 0
+
+
+def task_no_new_privs(task: Struct) -> bool:
+    """prctl(PR_GET_NO_NEW_PRIVS) of a ``struct task_struct``."""
+    return bool(task.atomic_flags >> PFA_NO_NEW_PRIVS & 1)
+
+
 def task_credentials(task: Struct) -> Credentials:
     """The subjective credentials (``task->cred``) of a ``struct task_struct`` as the task
     itself sees them: ids and groups mapped into its ``cred->user_ns``, capability sets as
@@ -151,6 +167,7 @@ def task_credentials(task: Struct) -> Credentials:
         secbits=cred.securebits & U32,
         groups=[from_kid_munged(ns, g, "gid") for g in cred_groups(ptr)],
         cap_amb=kernel_cap_value(cred.cap_ambient),
+        no_new_privs=task_no_new_privs(task),
     )
 
 
