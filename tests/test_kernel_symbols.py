@@ -24,7 +24,7 @@ from ovm_offline.kernel.core.symbols import CACHE_FORMAT, SymbolTable, find_isf_
 from ovm_offline.sources import open_source
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
-from tests.support.paths import ISF, REPO, SHARED, SYMBOLS
+from tests.support.paths import ISF, REPO, SYMBOLS
 
 BANNER = b"Linux version 9.9.9-test (me@here) (gcc) #1 SMP\n"
 
@@ -478,7 +478,7 @@ def test_the_isf_of_a_kernel_laid_out_as_the_walkers_do_not_know_is_said_so_not_
 def test_debian_unstables_7_2_isf_loads_and_an_older_walker_table_would_refuse_it():
     """7.2's layouts (mm_flags_t, memdesc_flags_t, rseq_data, ...) are in the member table; a
     table that knew only the integer mm->flags refuses the ISF as a layout, naming the member."""
-    path = SHARED / "symbols" / "linux" / "debian-7.2.13+deb14-cloud-amd64.json.xz"
+    path = ISF["7.2"]
     load_isf(path, use_cache=False)
     isf = symmod.json_loads(symmod.open_isf_bytes(path))
     saved = MEMBER_KINDS["mm_struct.flags"]
