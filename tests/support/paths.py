@@ -6,8 +6,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SYMBOLS = REPO / "symbols"
-# kept beside the repository: kernel packages and ISFs of suites that move on
-SHARED = REPO.parent / "shared"
 ISF = {
     "5.10": SYMBOLS / "linux" / "debian-5.10.0-32-cloud-amd64.json.xz",
     "6.1": SYMBOLS / "linux" / "debian-6.1.0-56-cloud-amd64.json.xz",
