@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import cache, cpio, seccomp_profile, suite_criu
@@ -116,7 +117,7 @@ def build_key(kernel: UnpackedKernel) -> str:
 def _criu_version_line(kernel: UnpackedKernel) -> bytes:
     suite = kernel.kernel.criu_suite
     if suite:
-        return suite.encode() + b" " + suite_criu.version_line(suite_criu.unpack(suite))
+        return f"criu {suite_criu.candidate_version(suite)} from Debian {suite}".encode()
     return _version_line([CRIU, "--version"])
 
 
@@ -128,10 +129,16 @@ def _add_criu(archive: cpio.NewcArchive, kernel: UnpackedKernel) -> list[str]:
         add_host_path(archive, CRIU)
         return shared_libraries(Path(CRIU))
     root = suite_criu.unpack(suite)
-    for rel in (suite_criu.LOADER, suite_criu.CRIU):
-        archive.file(f"{suite_criu.SUITE_ROOT}/{rel}".lstrip("/"), (root / rel).read_bytes(), 0o755)
-    for lib in suite_criu.libraries(root):
+    libs = {
+        Path(lib) for lib in shared_libraries(root / suite_criu.CRIU, [*suite_criu.list_command(str(root)), "--list"])
+    }
+    libs |= {root / suite_criu.LOADER}
+    for lib in sorted(libs):
+        if not lib.resolve().is_relative_to(root.resolve()):
+            raise CorpusError(f"criu of Debian {suite} loads {lib} from outside {root}")
+        # by the name the loader looks it up by (a soname is often a symlink to the file)
         archive.file(f"{suite_criu.SUITE_ROOT}/{suite_criu.LIBDIR}/{lib.name}".lstrip("/"), lib.read_bytes(), 0o755)
+    archive.file(f"{suite_criu.SUITE_ROOT}/{suite_criu.CRIU}".lstrip("/"), (root / suite_criu.CRIU).read_bytes(), 0o755)
     archive.file(CRIU.lstrip("/"), suite_criu.wrapper(), 0o755)
     return []
 
@@ -160,13 +167,14 @@ def compile_programs(sources: list[Path], out_dir: Path) -> dict[str, Path]:
     return binaries
 
 
-def shared_libraries(binary: Path) -> list[str]:
-    """Absolute paths of the libraries (and the ELF interpreter) `ldd` resolves for a binary."""
-    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+def shared_libraries(binary: Path, lister: Sequence[str] = ("ldd",)) -> list[str]:
+    """Absolute paths of the libraries (and the ELF interpreter) `ldd` resolves for a binary,
+    or another lister that prints as ldd does (a dynamic loader's --list)."""
+    result = subprocess.run([*lister, str(binary)], capture_output=True, text=True)
     if "not a dynamic executable" in result.stdout + result.stderr:
         return []
     if result.returncode != 0:
-        raise CorpusError(f"ldd {binary} failed: {result.stderr.strip()}")
+        raise CorpusError(f"{' '.join(lister)} {binary} failed: {result.stderr.strip()}")
     libs = []
     for line in result.stdout.splitlines():
         match = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)

@@ -9,6 +9,7 @@ glibc and the host's (which every other guest program uses) never meet in one pr
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -33,6 +34,7 @@ def apt_options(suite: str) -> list[str]:
     return result.stdout.split()
 
 
+@functools.cache  # once per process: every initramfs key asks
 def candidate_version(suite: str, package: str = "criu") -> str:
     result = subprocess.run(
         ["apt-cache", *apt_options(suite), "show", "--no-all-versions", package], capture_output=True, text=True
@@ -43,6 +45,7 @@ def candidate_version(suite: str, package: str = "criu") -> str:
     return match.group(1)
 
 
+@functools.cache
 def unpack(suite: str) -> Path:
     """The root holding `suite`'s criu and everything it needs, downloaded once per cache and
     version."""
@@ -88,32 +91,12 @@ def _unpack_into(suite: str, version: str, path: Path) -> None:
     cache.prune_siblings(path)
 
 
-def run_args(root: str) -> list[str]:
-    """The command line that runs the criu under `root` with that root's loader and libraries."""
-    return [f"{root}/{LOADER}", "--library-path", f"{root}/{LIBDIR}", f"{root}/{CRIU}"]
-
-
-def libraries(root: Path) -> list[Path]:
-    """The suite's libraries criu loads, as its own loader finds them: host paths under `root`
-    named as the loader looks them up (sonames, often symlinks to the versioned file)."""
-    result = subprocess.run([*run_args(str(root))[:3], "--list", str(root / CRIU)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise CorpusError(f"the {root} loader cannot list criu's libraries: {result.stderr.strip()}")
-    libs = []
-    for line in result.stdout.splitlines():
-        match = re.search(r"=>\s*(/\S+)\s+\(0x", line)
-        if match:
-            lib = Path(match.group(1))
-            if not lib.resolve().is_relative_to(root.resolve()):
-                raise CorpusError(f"criu of {root} loads {lib} from outside its root")
-            libs.append(lib)
-    return libs
-
-
-def version_line(root: Path) -> bytes:
-    return subprocess.run([*run_args(str(root)), "--version"], capture_output=True).stdout[:200]
+def list_command(root: str) -> list[str]:
+    """The suite's loader, told to use only the suite's libraries: add a binary to run it, or
+    "--list" and a binary to list what it would load (as ldd does)."""
+    return [f"{root}/{LOADER}", "--library-path", f"{root}/{LIBDIR}"]
 
 
 def wrapper() -> bytes:
     """The guest's /usr/sbin/criu: runc and the job scripts find criu there, on PATH."""
-    return ("#!/bin/sh\nexec " + " ".join(run_args(SUITE_ROOT)) + ' "$@"\n').encode()
+    return ("#!/bin/sh\nexec " + " ".join([*list_command(SUITE_ROOT), f"{SUITE_ROOT}/{CRIU}"]) + ' "$@"\n').encode()

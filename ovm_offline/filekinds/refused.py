@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+from ..kernel.net.sock import AF_NETLINK, AF_PACKET
 from .base import S_IFSOCK, FileKind, Marks
 
 __all__ = ["ANON", "OTHER_SOCKET", "REFUSED_ANON_KINDS", "SOCKET_KINDS"]
 
 # include/linux/socket.h address families
-AF_NETLINK, AF_PACKET = 16, 17
 SOCKET = Marks(fops=("socket_file_ops",), modes=(S_IFSOCK,))
 
 #: sockets of families not saved yet (UNIX and IPv4/IPv6 sockets are saved: unix.py, inet.py)

@@ -23,7 +23,7 @@ from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs import dcache
-from ..kernel.net.sock import file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
+from ..kernel.net.sock import AF_UNIX, file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
 from ..kernel.net.unix import TCP_LISTEN, sock_unix, unix_bound_inode, unix_name, unix_peer, unix_receive_queue
 from ..kernel.ns.nsproxy import ns_inum
 from ..state import Fd, FileState, OpenFile
@@ -33,7 +33,6 @@ from .socket import SocketOptions, sk_opts_entry, socket_options
 
 __all__ = ["KIND", "QueuedPacket", "UnixSocketState", "unix_socket_state"]
 
-AF_UNIX = 1
 SOCK_STREAM = 1
 #: CRIU peeks at a queue with a buffer of SO_RCVBUF minus this many bytes (sk-queue.c)
 CRIU_PEEK_SLACK = 32

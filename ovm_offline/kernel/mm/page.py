@@ -34,7 +34,7 @@ class PageLayout:
 
 
 def page_layout(prog: Program) -> PageLayout:
-    cached = getattr(prog, "_page_layout_v2", None)
+    cached = getattr(prog, "_page_layout", None)
     if cached is None:
         page = prog.struct_type("page")
         compound = "compound_head" if page.has_member("compound_head") else "compound_info"
@@ -46,7 +46,7 @@ def page_layout(prog: Program) -> PageLayout:
             and size & (size - 1) == 0
             and prog.has_symbol("hugetlb_vmemmap_init"),
         )
-        prog._page_layout_v2 = cached  # type: ignore[attr-defined]
+        prog._page_layout = cached  # type: ignore[attr-defined]
     return cached
 
 

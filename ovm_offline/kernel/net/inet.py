@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError, SymbolError
 from ..core.objects import Struct
+from .sock import AF_INET, AF_INET6
 
 if TYPE_CHECKING:
     from ..core.memory import Program
@@ -35,7 +36,6 @@ __all__ = [
     "udp_queued",
 ]
 
-AF_INET, AF_INET6 = 2, 10
 #: include/net/tcp_states.h
 TCP_STATE_NAMES = {
     1: "ESTABLISHED",

@@ -22,6 +22,11 @@ from ..core.objects import Pointer, Struct
 from ..mm.pagecache import page_to_phys
 
 __all__ = [
+    "AF_INET",
+    "AF_INET6",
+    "AF_NETLINK",
+    "AF_PACKET",
+    "AF_UNIX",
     "MAX_QUEUED_SKBS",
     "SOCK_BUF_LOCK_MASK",
     "SOCK_PASSCRED",
@@ -43,8 +48,8 @@ if TYPE_CHECKING:
 
 #: include/linux/net.h: bits of socket->flags
 SOCK_PASSCRED, SOCK_PASSSEC = 3, 4
-#: include/linux/socket.h
-AF_UNIX, AF_NETLINK = 1, 16
+#: include/linux/socket.h: the address families, for every module that tells sockets apart
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET = 1, 2, 10, 16, 17
 #: include/net/sock.h: SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK
 SOCK_BUF_LOCK_MASK = 0x3
 MAX_SCHEDULE_TIMEOUT = (1 << 63) - 1

@@ -7,7 +7,7 @@ import dataclasses
 
 from ...errors import GuestDataError
 from ..core.objects import Struct
-from .sock import skb_data, skb_queue
+from .sock import AF_UNIX, skb_data, skb_queue
 
 __all__ = [
     "TCP_ESTABLISHED",
@@ -20,7 +20,6 @@ __all__ = [
     "unix_receive_queue",
 ]
 
-AF_UNIX = 1
 #: include/net/tcp_states.h (UNIX sockets use the TCP state names too)
 TCP_ESTABLISHED, TCP_LISTEN = 1, 10
 

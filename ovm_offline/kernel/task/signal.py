@@ -37,9 +37,9 @@ __all__ = [
 
 _NSIG = 64
 SIGKILL = 9
-SIGSTOP = 19
+SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU = 19, 20, 21, 22
 #: the signals whose default action stops a process
-STOP_SIGNALS = frozenset({SIGSTOP, 20, 21, 22})  # SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
+STOP_SIGNALS = frozenset({SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU})
 #: include/linux/sched/jobctl.h: the signal of a pending or completed group stop
 JOBCTL_STOP_SIGMASK = 0xFFFF
 #: include/uapi/asm-generic/siginfo.h: SI_MAX_SIZE, the user siginfo_t size
