@@ -39,3 +39,17 @@ def cases() -> list[tuple[str, str]]:
 def recordings() -> list[tuple[str, str, int]]:
     """(kernel, workload, take) of every recording this run reads."""
     return [(k, w, take) for k, w in cases() for take in range(workloads.get_workload(w).takes)]
+
+
+def case_name(kernel_name: str, workload_name: str) -> str:
+    """A recording's test-case name, "<kernel>-<workload>" ("6.1-rt-counter")."""
+    return f"{kernel_name}-{workload_name}"
+
+
+def case_parts(case: str) -> tuple[str, str]:
+    """(kernel, workload) of a case name; kernel and workload names both hold dashes, so the
+    longest kernel name that prefixes it wins."""
+    for name in sorted(kernels.KERNELS, key=len, reverse=True):
+        if case.startswith(name + "-"):
+            return name, case[len(name) + 1 :]
+    raise ValueError(f"{case!r} names no pinned kernel")

@@ -57,7 +57,7 @@ def recording():
 @pytest.fixture
 def golden(request, recording):
     """The golden images dir of the case named by indirect parametrization ("6.1-counter")."""
-    kernel, workload = request.param.split("-", 1)
+    kernel, workload = matrix.case_parts(request.param)
     return recording(kernel, workload).golden
 
 
@@ -70,7 +70,7 @@ def golden_of(recording):
 @pytest.fixture
 def all_golden(recording):
     """Every standard golden images dir (recording any that is missing)."""
-    return [recording(*case.split("-", 1)).golden for case in GOLDEN_CASES]
+    return [recording(*matrix.case_parts(case)).golden for case in GOLDEN_CASES]
 
 
 @pytest.fixture(scope="session")
