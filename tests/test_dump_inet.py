@@ -17,11 +17,12 @@ from ovm_offline.criu import images
 from ovm_offline.criu.diff import diff_dirs
 from ovm_offline.errors import ExitCode, UnsupportedError
 from ovm_offline.extract.syscall import _overlap
-from ovm_offline.filekinds.inet import _needs_scope_id, _tcp_as_criu_sees_it
+from ovm_offline.filekinds.inet import _needs_scope_id, _tcp_as_criu_sees_it, tcp_opts_entry
 from ovm_offline.filekinds.socket import socket_options
 from ovm_offline.kernel.core.features import kernel_has
 from ovm_offline.kernel.core.objects import Struct
 from ovm_offline.kernel.core.symbols import load_isf
+from ovm_offline.kernel.net.inet import inet_ip_options, tcp_keepalive, tcp_nagle
 from ovm_offline.kernel.net.tcp import (
     tcp_inq,
     tcp_outq_len,
@@ -401,3 +402,48 @@ def test_a_queue_longer_than_its_buffer_could_hold_is_a_one_line_error(fake):
 def test_overlap_is_the_longest_tail_of_one_that_heads_the_other():
     assert [_overlap(b"xxabc", h) for h in (b"abcdef", b"bcd", b"cab", b"zz")] == [3, 2, 1, 0]
     assert (_overlap(b"ababa", b"aba"), _overlap(b"", b"a"), _overlap(b"aaaa", b"aab")) == (3, 0, 2)
+
+
+def _in_namespace(fake: FakeTcp, sk: Struct, default_ttl: int) -> None:
+    net = fake.alloc("net")
+    fake.set(net, "net", "ipv4.sysctl_ip_default_ttl", default_ttl)
+    fake.set(sk.address_, "sock", "__sk_common.skc_net.net", net)
+
+
+def test_ip_options_read_as_getsockopt_returns_them(fake):
+    """CRIU 4.x's ip_opts: IP_TTL of a socket that never set one is its namespace's default;
+    IP_PKTINFO is a bit of cmsg_flags before 6.6 and of inet_flags after; an IPv6 socket's
+    IPV6_RECVPKTINFO is a bit of its ipv6_pinfo."""
+    sk = fake.sock(TCP_LISTEN)
+    _in_namespace(fake, sk, 61)
+    fake.set(sk.address_, "inet_sock", "uc_ttl", -1)
+    assert inet_ip_options(sk) == (False, 0, 61)
+    fake.set(sk.address_, "inet_sock", "uc_ttl", 7)
+    fake.set(sk.address_, "inet_sock", "tos", 0x10)
+    inet = fake.prog.struct("inet_sock", sk.address_)
+    if inet.has_member_("cmsg_flags"):
+        fake.set(sk.address_, "inet_sock", "cmsg_flags", 1)
+    else:
+        fake.set(sk.address_, "inet_sock", "inet_flags", 1 << fake.symbols.enumerator("INET_FLAGS_PKTINFO"))
+    assert inet_ip_options(sk) == (True, 0x10, 7)
+
+    sk6 = fake.sock(TCP_LISTEN, family=10)  # AF_INET6
+    pinfo = fake.alloc("ipv6_pinfo")
+    fake.set(sk6.address_, "inet_sock", "pinet6", pinfo)
+    assert inet_ip_options(sk6) == (False, 0, 0)
+    fake.set(pinfo, "ipv6_pinfo", "rxopt.bits.rxinfo", 1)
+    assert inet_ip_options(sk6) == (True, 0, 0)
+
+
+def test_tcp_opts_hold_what_tcp_getsockopt_returns_leaving_zeros_out(fake):
+    sk = fake.sock(TCP_ESTABLISHED)
+    net = fake.alloc("net")
+    for name, value in (("probes", 9), ("time", 7200 * 250), ("intvl", 75 * 250)):
+        fake.set(net, "net", f"ipv4.sysctl_tcp_keepalive_{name}", value)
+    fake.set(sk.address_, "sock", "__sk_common.skc_net.net", net)
+    fake.set(sk.address_, "tcp_sock", "nonagle", 2)  # TCP_NAGLE_CORK
+    fake.set(sk.address_, "tcp_sock", "keepalive_probes", 3)
+    assert tcp_nagle(sk) == (False, True)
+    entry = tcp_opts_entry(tcp_nagle(sk), (3, 7200, 75))
+    assert (entry.cork, entry.HasField("nodelay"), entry.keepcnt, entry.keepidle) == (True, False, 3, 7200)
+    assert tcp_keepalive(sk)[0] == 3

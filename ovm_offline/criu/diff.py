@@ -17,7 +17,7 @@ Made for checking ovm-offline's output (OURS) against `criu dump` of the same tr
 * fields that cannot match between a memory snapshot and a live dump are listed in
   DEFAULT_IGNORES with the reason; criu's dump.log is never compared;
 * what CRIU 3.x and 4.x write differently (diff_rules.py: VERSION_TWINS, OMITTED_AT_DEFAULT,
-  and CRIU4_ONLY against 3.x's images) is no difference.
+  CRIU4_ONLY against 3.x's images, CRIU3_ONLY against 4.x's) is no difference.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from . import images, show
 from .diff_rules import (
     ABSENT,
     CLONE_NS,
+    CRIU3_ONLY,
     CRIU4_ONLY,
     DEFAULT_IGNORES,
     ENTRY_KEYS,
@@ -438,8 +439,7 @@ def diff_dirs(
     dt = theirs if isinstance(theirs, ImageDir) else ImageDir(theirs)
     ids_o, ids_t = IdMap.build(do), IdMap.build(dt)
     names_o, names_t = _canonical_names(do, ids_o), _canonical_names(dt, ids_t)
-    if written_by_criu3(dt.entry(images.INVENTORY)):
-        ignore = [*ignore, *CRIU4_ONLY]
+    ignore = [*ignore, *(CRIU4_ONLY if written_by_criu3(dt.entry(images.INVENTORY)) else CRIU3_ONLY)]
     c = _Collector(ignore, zombie_entries(dt))
     for cname in list(names_t) + [n for n in names_o if n not in names_t]:
         no, nt = names_o.get(cname), names_t.get(cname)

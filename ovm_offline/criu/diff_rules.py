@@ -13,6 +13,7 @@ from typing import Any
 from . import images
 
 __all__ = [
+    "CRIU3_ONLY",
     "CRIU4_ONLY",
     "OMITTED_AT_DEFAULT",
     "VERSION_TWINS",
@@ -210,6 +211,21 @@ CRIU4_ONLY: tuple[IgnoreRule, ...] = (
     IgnoreRule("core.thread_core.cg_set", _CRIU3_LACKS),  # a leader's is tc.cg_set's twin
     IgnoreRule("core.thread_core.creds.no_new_privs", _CRIU3_LACKS),
     IgnoreRule("core.thread_core.creds.cap_amb", _CRIU3_LACKS),
+    IgnoreRule("files.isk.tcp_opts", _CRIU3_LACKS),
+    IgnoreRule("files.isk.ip_opts.pktinfo", _CRIU3_LACKS),
+    IgnoreRule("files.isk.ip_opts.tos", _CRIU3_LACKS),
+    IgnoreRule("files.isk.ip_opts.ttl", _CRIU3_LACKS),
+)
+
+_CRIU4_MOVED = "CRIU 4.x writes this in tcp_opts instead (ours write both: 3.x reads only this one)"
+
+#: ignored where theirs are CRIU 4.x's: what 3.x's restore reads and 4.x moved elsewhere
+CRIU3_ONLY: tuple[IgnoreRule, ...] = (
+    IgnoreRule("files.isk.opts.tcp_keepcnt", _CRIU4_MOVED),
+    IgnoreRule("files.isk.opts.tcp_keepidle", _CRIU4_MOVED),
+    IgnoreRule("files.isk.opts.tcp_keepintvl", _CRIU4_MOVED),
+    IgnoreRule("tcp-stream.nodelay", _CRIU4_MOVED),
+    IgnoreRule("tcp-stream.cork", _CRIU4_MOVED),
 )
 
 

@@ -30,12 +30,14 @@ from ..kernel.net.inet import (
     inet_addresses,
     inet_dport,
     inet_freebind,
+    inet_ip_options,
     inet_sport,
     sk_ipv6only,
     sock_inet,
     tcp_backoff,
     tcp_diag_queues,
     tcp_keepalive,
+    tcp_nagle,
     udp_corked,
     udp_queued,
 )
@@ -93,6 +95,8 @@ class InetSocketState(FileState):
     net_ns: int
     in_diag: bool
     tcp_keepalive: tuple[int, int, int] | None = None  # TCP_KEEPCNT, TCP_KEEPIDLE, TCP_KEEPINTVL
+    tcp_nagle: tuple[bool, bool] | None = None  # TCP_NODELAY, TCP_CORK
+    ip_options: tuple[bool, int, int] = (False, 0, 0)  # IP_PKTINFO/IPV6_RECVPKTINFO, IP_TOS, IP_TTL
     stream: TcpStream | None = None  # an established connection's tcp-stream image
 
 
@@ -157,6 +161,8 @@ def inet_socket_state(ctx: ExtractContext, file: Pointer, ino: int) -> InetSocke
         net_ns=sock_net_inum(sk, where),
         in_diag=in_diag,
         tcp_keepalive=tcp_keepalive(sk) if proto == IPPROTO_TCP else None,
+        tcp_nagle=tcp_nagle(sk) if proto == IPPROTO_TCP else None,
+        ip_options=inet_ip_options(sk),
         stream=stream,
     )
 
@@ -265,8 +271,18 @@ class InetWriter:
         entry.ip_opts.SetInParent()  # CRIU always writes ip_opts, empty unless IP_FREEBIND is set
         if s.tcp_keepalive is not None:
             entry.opts.tcp_keepcnt, entry.opts.tcp_keepidle, entry.opts.tcp_keepintvl = s.tcp_keepalive
+        entry.tcp_opts.SetInParent()  # CRIU 4.x writes one for every inet socket, empty but for TCP's
+        if s.tcp_keepalive is not None and s.tcp_nagle is not None:
+            entry.tcp_opts.CopyFrom(tcp_opts_entry(s.tcp_nagle, s.tcp_keepalive))
         if s.freebind:
             entry.ip_opts.freebind = True
+        pktinfo, tos, ttl = s.ip_options  # CRIU 4.x's, each left out at 0 as it leaves them
+        if pktinfo:
+            entry.ip_opts.pktinfo = True
+        if tos:
+            entry.ip_opts.tos = tos
+        if ttl:
+            entry.ip_opts.ttl = ttl
         if s.v6only is not None:
             entry.v6only = s.v6only
         if s.in_diag or table.inet_ns_ids:
@@ -274,6 +290,20 @@ class InetWriter:
         if s.shutdown:
             entry.shutdown = cast(Any, s.shutdown)  # RCV_SHUTDOWN 1 | SEND_SHUTDOWN 2, as sk_shutdown's values
         return entry
+
+
+def tcp_opts_entry(nagle: tuple[bool, bool], keepalive: tuple[int, int, int]) -> NET.tcp_opts_entry:
+    """CRIU 4.x's tcp_opts of a TCP socket (dump_tcp_opts): each option as getsockopt returns
+    it, left out where it is 0. 3.x reads the keepalive triple from sk_opts and ignores this."""
+    (nodelay, cork), (keepcnt, keepidle, keepintvl) = nagle, keepalive
+    entry = NET.tcp_opts_entry()
+    for name, value in (("nodelay", nodelay), ("cork", cork)):
+        if value:
+            setattr(entry, name, True)
+    for name, number in (("keepcnt", keepcnt), ("keepidle", keepidle), ("keepintvl", keepintvl)):
+        if number:
+            setattr(entry, name, number)
+    return entry
 
 
 def tcp_stream_entry(r: TcpRepairState) -> NET.tcp_stream_entry:

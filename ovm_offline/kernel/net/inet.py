@@ -26,12 +26,14 @@ __all__ = [
     "inet_addresses",
     "inet_dport",
     "inet_freebind",
+    "inet_ip_options",
     "inet_sport",
     "sk_ipv6only",
     "sock_inet",
     "tcp_backoff",
     "tcp_diag_queues",
     "tcp_keepalive",
+    "tcp_nagle",
     "udp_corked",
     "udp_queued",
 ]
@@ -115,6 +117,27 @@ def inet_freebind(inet: Struct) -> bool:
     return bool(inet.inet_flags >> _flag_bit(inet.prog_, "INET_FLAGS_FREEBIND") & 1)
 
 
+# include/net/inet_sock.h: IP_CMSG_PKTINFO, a bit of cmsg_flags before 6.6
+IP_CMSG_PKTINFO = 1 << 0
+
+
+def inet_ip_options(sk: Struct) -> tuple[bool, int, int]:
+    """(IP_PKTINFO or IPV6_RECVPKTINFO, IP_TOS, IP_TTL) of an AF_INET or AF_INET6 ``struct
+    sock``, as getsockopt returns them; an AF_INET6 socket's TOS and TTL are 0 (CRIU 4.x asks
+    for them on IPv4 sockets only). A TTL left unset (-1) reads as the namespace's default."""
+    inet = sock_inet(sk)
+    if sk.__sk_common.skc_family == AF_INET6:
+        return bool(inet.pinet6.deref().rxopt.bits.rxinfo), 0, 0
+    if inet.has_member_("cmsg_flags"):
+        pktinfo = bool(inet.cmsg_flags & IP_CMSG_PKTINFO)
+    else:
+        pktinfo = bool(inet.inet_flags >> _flag_bit(inet.prog_, "INET_FLAGS_PKTINFO") & 1)
+    ttl = inet.uc_ttl
+    if ttl < 0:
+        ttl = sk.__sk_common.skc_net.net.deref().ipv4.sysctl_ip_default_ttl
+    return pktinfo, int(inet.tos), int(ttl)
+
+
 def tcp_diag_queues(sk: Struct) -> tuple[int, int]:
     """tcp_diag_get_info()'s (rqueue, wqueue) of a TCP ``struct sock``: for a listener the
     connections waiting for accept() and the listen backlog; else the bytes received and not
@@ -148,6 +171,16 @@ def udp_queued(sk: Struct) -> tuple[int, int]:
     count = sk.sk_receive_queue.qlen + up.reader_queue.qlen
     rmem = sk.sk_backlog.rmem_alloc.counter - up.forward_deficit
     return count, max(rmem, 0)
+
+
+# include/net/tcp.h
+TCP_NAGLE_OFF, TCP_NAGLE_CORK = 1, 2
+
+
+def tcp_nagle(sk: Struct) -> tuple[bool, bool]:
+    """What TCP_NODELAY and TCP_CORK return for a TCP ``struct sock`` (tcp_sock.nonagle)."""
+    nonagle = int(sk.prog_.struct("tcp_sock", sk.address_).nonagle)
+    return bool(nonagle & TCP_NAGLE_OFF), bool(nonagle & TCP_NAGLE_CORK)
 
 
 def tcp_keepalive(sk: Struct) -> tuple[int, int, int]:

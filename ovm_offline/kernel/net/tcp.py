@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
 from ..ds.rbtree import rb_inorder
-from .inet import AF_INET, AF_INET6
+from .inet import AF_INET, AF_INET6, tcp_nagle
 from .sock import MAX_QUEUED_SKBS, file_socket, skb_data, skb_queue, sock_flag, sock_flag_bit, socket_sock
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE = 1, 2, 4
 TCPI_OPT_ECN, TCPI_OPT_ECN_SEEN, TCPI_OPT_SYN_DATA, TCPI_OPT_USEC_TS = 8, 16, 32, 64
 # include/net/tcp.h
 TCP_ECN_OK, TCP_ECN_SEEN = 1, 8
-TCP_NAGLE_OFF, TCP_NAGLE_CORK = 1, 2
 NSEC_PER_MSEC, NSEC_PER_USEC = 1_000_000, 1_000
 SOCK_STREAM, IPPROTO_TCP, TCP_ESTABLISHED = 1, 6, 1
 U32 = 0xFFFFFFFF
@@ -164,6 +163,7 @@ def tcp_repair_state(sk: Struct, monotonic_ns: int) -> TcpRepairState:
     rx = tp.rx_opt
     opt_mask = tcp_info_options(tp)
     wscale = bool(opt_mask & TCPI_OPT_WSCALE)
+    nodelay, cork = tcp_nagle(sk)
     return TcpRepairState(
         inq_len=tcp_inq(sk),
         inq_seq=tp.rcv_nxt,
@@ -180,8 +180,8 @@ def tcp_repair_state(sk: Struct, monotonic_ns: int) -> TcpRepairState:
         max_window=tp.max_window,
         rcv_wnd=tp.rcv_wnd,
         rcv_wup=tp.rcv_wup,
-        nodelay=bool(tp.nonagle & TCP_NAGLE_OFF),
-        cork=bool(tp.nonagle & TCP_NAGLE_CORK),
+        nodelay=nodelay,
+        cork=cork,
     )
 
 
