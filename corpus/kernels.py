@@ -72,9 +72,8 @@ CI_SUBSET = (
 )
 
 # 7.2, where CRIU 4.x writes images 3.17's format lacks parts of: the areas whose images already
-# match criu 4.2.1's and restore with it. Not yet (docs/kernels.md): inet sockets and TCP (4.x's
-# tcp_opts_entry), the container and runc workloads (4.x's cgroup v2 properties, NO_NEW_PRIVS
-# and ambient capabilities), sigstate's POSIX timers and stopped tree, blockers
+# match criu 4.2.1's and restore with it. Not yet (docs/kernels.md): the container and runc
+# workloads (4.x's cgroup v2 properties), sigstate's POSIX timers and stopped tree, blockers
 CI_SUBSET_7_2 = (
     "counter",
     "threads",
@@ -86,6 +85,8 @@ CI_SUBSET_7_2 = (
     "evfds",
     "seccomp",
     "spinners",
+    "inet",
+    "inet-stream-asis",
 )
 
 KERNELS = {
@@ -101,11 +102,20 @@ KERNELS = {
             ci_workloads=CI_SUBSET,
         ),
         Kernel("6.1", "linux-image-6.1.0-56-cloud-amd64", "6.1.192-2", "6.1.0-56-cloud-amd64"),
+        # the real-time build of the same 6.1 (PREEMPT_RT: rwsems and mutexes on rt_mutex)
+        Kernel(
+            "6.1-rt",
+            "linux-image-6.1.0-56-rt-amd64",
+            "6.1.192-2",
+            "6.1.0-56-rt-amd64",
+            ci_workloads=CI_SUBSET,
+        ),
         Kernel(
             "6.12",
             "linux-image-6.12.117+deb12-cloud-amd64",
             "6.12.117-1~deb12u1",
             "6.12.117+deb12-cloud-amd64",
+            ci_workloads=CI_SUBSET,
         ),
         Kernel(
             "7.2",
@@ -174,12 +184,39 @@ class UnpackedKernel:
         data = path.read_bytes()
         return lzma.decompress(data) if path.suffix == ".xz" else data
 
+    def module_info(self, name: str) -> list[tuple[str, str]]:
+        """The module's .modinfo fields (depends=, softdep=, alias=...), in order."""
+        return _modinfo(self.module_bytes(name))
+
     def module_depends(self, name: str) -> list[str]:
-        """Dependencies from the module's .modinfo `depends=` string (no modules.dep in the .deb)."""
-        for field in self.module_bytes(name).split(b"\0"):
-            if field.startswith(b"depends="):
-                return [d for d in field[len(b"depends=") :].decode().split(",") if d]
-        return []
+        """What must load first (no modules.dep in the .deb): the .modinfo `depends=` list, and
+        the `softdep=pre:` modules that exist, by name or alias. libcrc32c's init, for one,
+        asks the crypto API for "crc32c", which a generic build has as a module, and an
+        initramfs without modprobe cannot load it on demand."""
+        wanted: list[str] = []
+        for key, value in self.module_info(name):
+            if key == "depends":
+                wanted += [d for d in value.split(",") if d]
+            elif key == "softdep" and value.startswith("pre:"):
+                wanted += [m for m in (self.module_by_alias(a) for a in value[len("pre:") :].split()) if m]
+        return wanted
+
+    def module_by_alias(self, alias: str) -> str | None:
+        """The module named `alias`, or the first one that declares it an alias (the generic
+        crypto modules first: an arch one may need CPU features TCG lacks); None when it is
+        built in or absent."""
+        builtin = self.modules_dir / "modules.builtin.modinfo"
+        if builtin.exists() and f".alias={alias}\0".encode() in builtin.read_bytes():
+            return None
+        paths = sorted(self.modules_dir.rglob("*.ko*"), key=lambda p: ("/kernel/crypto/" not in str(p), str(p)))
+        for path in paths:
+            if path.name.split(".ko")[0].replace("-", "_") == alias.replace("-", "_"):
+                return alias
+        for path in paths:
+            data = path.read_bytes()
+            if ("alias", alias) in _modinfo(lzma.decompress(data) if path.suffix == ".xz" else data):
+                return path.name.split(".ko")[0].replace("-", "_")
+        return None
 
     def modules_in_load_order(self, names: list[str]) -> list[str]:
         """`names` and their dependencies, each after everything it depends on."""
@@ -197,6 +234,15 @@ class UnpackedKernel:
         for name in names:
             visit(name, ())
         return order
+
+
+def _modinfo(module: bytes) -> list[tuple[str, str]]:
+    fields = []
+    for field in module.split(b"\0"):
+        key, eq, value = field.partition(b"=")
+        if eq and key in (b"depends", b"softdep", b"alias"):
+            fields.append((key.decode(), value.decode(errors="replace")))
+    return fields
 
 
 def unpack(kernel: Kernel) -> UnpackedKernel:

@@ -1,6 +1,6 @@
 """The features criu probes on its kernel (kdat), as the pinned ISFs show them: criu 3.17 on
 5.10 writes no rseq entry and no SO_BUF_LOCK (its restore would fail setting it there); on
-6.1 and 6.12 it writes both."""
+6.1 (cloud and PREEMPT_RT), 6.12 and 7.2 it writes both."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ovm_offline.kernel.core.features import FEATURES, kernel_has
 from ovm_offline.kernel.core.symbols import load_isf
 from tests.support.paths import ISF
 
-EXPECTED = {"5.10": False, "6.1": True, "6.12": True, "7.2": True}
+EXPECTED = {"5.10": False, "6.1": True, "6.1-rt": True, "6.12": True, "7.2": True}
 
 
 @pytest.mark.parametrize("kdat", sorted(FEATURES))

@@ -26,7 +26,9 @@ done
 ip link set lo up
 # khugepaged collapsing a workload's pages while the VM is paused leaves a page table half
 # rewritten in the snapshot; keep huge pages at fault time, stop the background collapsing
-echo 86400000 > /sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs 2>/dev/null
+# (a PREEMPT_RT build has no transparent huge pages at all)
+khugepaged=/sys/kernel/mm/transparent_hugepage/khugepaged
+[ -d $khugepaged ] && echo 86400000 > $khugepaged/scan_sleep_millisecs
 stty -F /dev/ttyS1 raw -echo clocal -hupcl
 mkdir -p /run/ovm/in
 for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vda ] && break; sleep 0.2; done

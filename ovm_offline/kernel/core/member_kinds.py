@@ -192,6 +192,7 @@ def _unsupported(path: Path, what: str) -> str:
 #: either: the kernels we read differ)
 _MEMBERS_BY_KIND: dict[str, str] = {
     "integer": (
+        "inet_sock.tos inet_sock.uc_ttl inet_sock.cmsg_flags netns_ipv4.sysctl_ip_default_ttl "
         "atomic64_t.counter atomic_t.counter cpu_itimer.expires cpu_itimer.incr cred.securebits "
         "epoll_event.data epoll_event.events epoll_filefd.fd eventfd_ctx.count eventfd_ctx.flags "
         "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures fpu.last_cpu "
@@ -315,7 +316,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "fown_struct.pid task_struct.thread_pid unix_skb_parms.pid tty_struct.pgrp tty_struct.session"
     ),
     "pointer to struct sock": "sk_buff.sk socket.sk unix_sock.peer",
-    "pointer to struct task_struct": "hrtimer_sleeper.task rq.curr task_struct.group_leader task_struct.real_parent",
+    "pointer to struct task_struct": (
+        "hrtimer_sleeper.task rq.curr rt_mutex_base.owner task_struct.group_leader task_struct.real_parent"
+    ),
     "pointer to struct tty_struct": "signal_struct.tty tty_file_private.tty tty_struct.link",
     "pointer to pointer": "fdtable.fd hlist_bl_node.pprev",
     "pointer to struct cred": "task_struct.cred task_struct.real_cred",
@@ -410,8 +413,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct vm_operations_struct": "vm_area_struct.vm_ops",
     "pointer to struct vm_struct": "task_struct.stack_vm_area",
     "struct (unnamed)": "tty_struct.ctrl sock.sk_backlog",
-    "struct atomic64_t": "rw_semaphore.count",
-    "struct atomic_t": "refcount_t.refs signal_struct.live",
+    "struct atomic64_t": "rw_semaphore.count rw_semaphore.owner",
+    "struct atomic_t": "refcount_t.refs rwbase_rt.readers signal_struct.live",
     "struct cgroup_file": "cgroup.procs_file",
     "struct cgroup_subsys_state": "cgroup.self",
     "struct epoll_event": "epitem.event",
@@ -432,6 +435,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct rb_root_cached": "eventpoll.rbr",
     "struct refcount_t": "sock.sk_wmem_alloc",
     "struct rw_semaphore": "mm_struct.mmap_lock",
+    "struct rwbase_rt": "rw_semaphore.rwbase",
+    "struct rt_mutex_base": "rwbase_rt.rtmutex",
     "struct seccomp": "task_struct.seccomp",
     "struct sigaction": "k_sigaction.sa",
     "struct sk_buff_head": "sock.sk_receive_queue udp_sock.reader_queue",
@@ -444,7 +449,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct tk_read_base": "timekeeper.tkr_mono",
     "struct vfsmount": "mount.mnt",
     "struct winsize": "tty_struct.winsize",
-    "union (unnamed)": "timerfd_ctx.t k_itimer.it",
+    "union (unnamed)": "timerfd_ctx.t k_itimer.it ipv6_pinfo.rxopt",
+    "pointer to struct ipv6_pinfo": "inet_sock.pinet6",
     "pointer to struct bpf_prog": "seccomp_filter.prog",
     "pointer to struct file_lock_context": "inode.i_flctx",
     "pointer to struct notification": "seccomp_filter.notif",
@@ -465,13 +471,13 @@ _MEMBERS_BY_KIND: dict[str, str] = {
 #: kind -> the members of untagged structs and unions the walkers read as that kind, each
 #: named by its path from a tagged struct or a symbol (see the module doc)
 _MEMBER_PATHS_BY_KIND: dict[str, str] = {
-    "integer": "tty_struct.ctrl.packet",
+    "integer": "tty_struct.ctrl.packet ipv6_pinfo.rxopt.bits.rxinfo",
     "pointer to struct pid": "tty_struct.ctrl.pgrp tty_struct.ctrl.session",
     "struct atomic_t": "sock.sk_backlog.rmem_alloc",
     "struct alarm": "timerfd_ctx.t.alarm",
     "struct hrtimer": "timerfd_ctx.t.tmr k_itimer.it.real.timer",
     "struct timekeeper": "@tk_core.timekeeper",
-    "struct (unnamed)": "k_itimer.it.real",
+    "struct (unnamed)": "k_itimer.it.real ipv6_pinfo.rxopt.bits",
 }
 
 

@@ -19,6 +19,7 @@ from ..core.objects import Pointer, Struct
 from ..core.paging import PAGE_SHIFT, PageTables
 from ..ds.maple import mt_for_each
 from ..ds.xarray import xa_load
+from ..locking.rwsem import rwsem_write_owner
 from .page import page_compound_head, page_index, page_layout
 
 __all__ = [
@@ -310,22 +311,12 @@ def mm_thp_disabled(mm: Pointer | Struct) -> bool:
     return bool((mm_flags(mm) >> MMF_DISABLE_THP) & 1)
 
 
-# kernel/locking/rwsem.c: rw_semaphore.count bit 0 / owner low bits
-RWSEM_WRITER_LOCKED = 1 << 0
-RWSEM_OWNER_FLAGS_MASK = 0x7
-
-
 def mmap_write_owner(mm: Pointer | Struct) -> Struct | None:
     """The ``struct task_struct`` holding a ``struct mm_struct``'s mmap_lock for write
     (khugepaged collapsing, a racing mmap/munmap...), or None when it is not write-locked.
     While it is held the VMAs and page tables may be half-updated: khugepaged, for
     example, clears a PMD while it copies 512 pages into a new huge page."""
-    m = _mm(mm)
-    sem = m.mmap_lock
-    if not sem.count.counter & RWSEM_WRITER_LOCKED:
-        return None
-    owner = (sem.owner.counter & ULONG_MAX) & ~RWSEM_OWNER_FLAGS_MASK
-    return m.prog_.struct("task_struct", owner) if owner else None
+    return rwsem_write_owner(_mm(mm).mmap_lock)
 
 
 def mm_page_tables(mm: Pointer | Struct) -> PageTables:

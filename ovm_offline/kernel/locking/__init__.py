@@ -1,0 +1,1 @@
+"""locking: who holds a sleeping lock, read from the lock itself (rwsem)."""
