@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from corpus import matrix, recorder
 from tests.support.cli import dump_from, dump_or_moment
-from tests.support.corpus_cases import GOLDEN_CASES
+from tests.support.corpus_cases import GOLDEN_CASES, skip_outside_subset
 
 # Guests under TCG and parallel recordings load the 2 cores: timing is no property of a parser.
 settings.register_profile("ovm", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -45,8 +45,7 @@ def recording():
 
     def get(kernel: str, workload: str, take: int = 0) -> recorder.Recording:
         key = (kernel, workload, take)
-        if not matrix.covers(kernel, workload):
-            pytest.skip(f"{workload} is outside {kernel}'s CI subset (./run test --all-kernels runs it)")
+        skip_outside_subset(kernel, workload)
         if key not in made:
             made[key] = recorder.record(kernel, workload, log=lambda m: print(m, file=sys.stderr), take=take)
         return made[key]

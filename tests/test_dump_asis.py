@@ -22,6 +22,7 @@ from ovm_offline.kernel.cpu.percpu import cpu_curr_address, task_cpu
 from ovm_offline.kernel.task.tasks import find_task, thread_group
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import MOMENTS, MomentRefused, dump_from, ovm, tree_digest, vcpu_state_of
+from tests.support.corpus_cases import skip_outside_subset
 from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
@@ -213,6 +214,7 @@ def test_a_call_whose_interruption_is_not_known_is_refused_by_name(recording, tm
 def test_dump_live_of_a_running_guest_restores(tmp_path, kernel, workload):
     """`dump --live` pauses a guest nobody stopped anything in, reads it and lets it run on;
     the images restore in a fresh guest and the workload's checks pass."""
+    skip_outside_subset(kernel, workload)
     gap = dict(kernels.get_kernel(kernel).open_gaps).get(workload)
     if gap:
         pytest.skip(f"{workload} on {kernel}: {gap}")

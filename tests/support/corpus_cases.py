@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from corpus import kernels, matrix, workloads
 
 #: "<kernel>-<workload>" for every standard recording with golden images this run covers
@@ -11,3 +13,10 @@ GOLDEN_CASES = [matrix.case_name(k, w) for k, w in matrix.cases() if workloads.g
 HOST_CRIU_GOLDEN_CASES = [c for c in GOLDEN_CASES if not kernels.get_kernel(matrix.case_parts(c)[0]).criu_suite]
 #: one case per workload
 GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if matrix.case_parts(c)[0] == "6.1"]
+
+
+def skip_outside_subset(kernel: str, workload: str) -> None:
+    """Skip a test of a workload this run does not cover on a kernel (outside its CI subset;
+    ./run test --all-kernels covers it): recorded, or booted by the test itself for a live dump."""
+    if not matrix.covers(kernel, workload):
+        pytest.skip(f"{workload} is outside {kernel}'s CI subset (./run test --all-kernels runs it)")
