@@ -340,3 +340,33 @@ def test_a_restore_cuts_a_file_the_tree_only_appends_to_at_the_offset_its_images
     with tarfile.open(files_at_images_moment(recorder.Recording(rec), held, work)) as tar:
         assert tar.extractfile("runc-box.files/log").read() == b"seq 1\nseq 2\n"
         assert tar.extractfile("runc-asis.log").read() == b"READY\n" * 9
+
+
+def _module(root: Path, rel: str, *fields: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF junk\0" + b"\0".join(f.encode() for f in fields) + b"\0")
+
+
+@pytest.mark.parametrize("crc32c_built_in", [False, True])
+def test_a_modules_softdep_loads_first_found_by_alias_generic_crypto_before_arch(tmp_path, crc32c_built_in):
+    """PREEMPT_RT's generic build has crc32c as a module, which libcrc32c asks the crypto API for
+    at its init (softdep=pre: crc32c); no modprobe in the initramfs loads it on demand. The
+    generic one is taken: crc32c-intel needs SSE4.2, which TCG's CPU lacks."""
+    kernel = kernels.get_kernel("6.1-rt")
+    modules = tmp_path / "lib" / "modules" / kernel.release
+    _module(modules, "kernel/lib/libcrc32c.ko", "softdep=pre: crc32c", "depends=")
+    _module(modules, "kernel/net/netfilter/nf_tables.ko", "depends=nfnetlink,libcrc32c")
+    _module(modules, "kernel/net/netfilter/nfnetlink.ko", "depends=")
+    _module(modules, "kernel/arch/x86/crypto/crc32c-intel.ko", "alias=crc32c", "depends=")
+    _module(modules, "kernel/crypto/crc32c_generic.ko", "alias=crypto-crc32c", "alias=crc32c", "depends=")
+    (modules / "modules.builtin.modinfo").write_bytes(
+        b"crc32c_generic.alias=crc32c\0" if crc32c_built_in else b"ext4.alias=fs-ext4\0"
+    )
+    unpacked = kernels.UnpackedKernel(kernel, tmp_path)
+    order = unpacked.modules_in_load_order(["nf_tables"])
+    if crc32c_built_in:
+        assert order == ["nfnetlink", "libcrc32c", "nf_tables"]
+    else:
+        assert order == ["nfnetlink", "crc32c_generic", "libcrc32c", "nf_tables"]
+    assert unpacked.module_by_alias("no-such-alias") is None

@@ -192,7 +192,6 @@ def _unsupported(path: Path, what: str) -> str:
 #: either: the kernels we read differ)
 _MEMBERS_BY_KIND: dict[str, str] = {
     "integer": (
-        "inet_sock.tos inet_sock.uc_ttl inet_sock.cmsg_flags netns_ipv4.sysctl_ip_default_ttl "
         "atomic64_t.counter atomic_t.counter cpu_itimer.expires cpu_itimer.incr cred.securebits "
         "epoll_event.data epoll_event.events epoll_filefd.fd eventfd_ctx.count eventfd_ctx.flags "
         "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures fpu.last_cpu "
@@ -240,7 +239,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "vdso_image.size vm_area_struct.vm_end vm_area_struct.vm_flags vm_area_struct.vm_pgoff "
         "vm_area_struct.vm_start vm_struct.flags vm_struct.size winsize.ws_col winsize.ws_row "
         "winsize.ws_xpixel winsize.ws_ypixel "
-        "inet_connection_sock.icsk_backoff inet_sock.freebind inet_sock.inet_flags inet_sock.inet_sport "
+        "inet_connection_sock.icsk_backoff inet_sock.cmsg_flags inet_sock.freebind inet_sock.inet_flags "
+        "inet_sock.inet_sport inet_sock.tos inet_sock.uc_ttl netns_ipv4.sysctl_ip_default_ttl "
         "netns_ipv4.sysctl_tcp_keepalive_intvl netns_ipv4.sysctl_tcp_keepalive_probes "
         "netns_ipv4.sysctl_tcp_keepalive_time sock.sk_ack_backlog sock.sk_protocol sock_common.skc_daddr "
         "sock_common.skc_dport sock_common.skc_ipv6only sock_common.skc_rcv_saddr tcp_sock.keepalive_intvl "
