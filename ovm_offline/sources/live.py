@@ -26,6 +26,7 @@ from ._files import MappedFile, RunMap, fail
 from .base import PhysicalRun, VcpuState
 from .hmp_registers import parse_registers
 from .notes import parse_vmcoreinfo
+from .watchdog import Watchdog
 
 __all__ = [
     "LiveSource",
@@ -401,6 +402,7 @@ class LiveSource(RamFileSource):
         self._paused_at: float | None = None
         self._closed = False
         self._qmp = _Qmp(self.qmp_socket, timeout)
+        self._watchdog: Watchdog | None = None
         try:
             self._pause()
             mtree = self._qmp.hmp("info mtree -f")
@@ -420,6 +422,9 @@ class LiveSource(RamFileSource):
         status = self._qmp.execute("query-status")
         if status.get("running"):
             atexit.register(self._atexit)
+            # resumes the guest if we die holding it (SIGKILL, OOM killer): told before the stop
+            self._watchdog = Watchdog(self.qmp_socket)
+            self._watchdog.hold(resume=True, give_back=[])
             self._paused_at = time.monotonic()
             self._qmp.execute("stop")
             self.we_paused = True
@@ -444,6 +449,9 @@ class LiveSource(RamFileSource):
         except Exception:
             pass
         self._qmp.close()
+        if self._watchdog is not None and error is None:
+            self._watchdog.release()  # (if `cont` failed, the watchdog tries again once we are gone)
+            self._watchdog = None
         if error is not None and raise_errors:
             raise fail(self.qmp_socket, f"could not resume the guest, it is still paused: {error}")
 

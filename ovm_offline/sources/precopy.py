@@ -43,6 +43,7 @@ from .live import (
 )
 from .migration import MAX_BLOCK_BYTES, PAGE_SIZE, RamStream, WrittenChunks, read_ram_stream
 from .ramcheck import GuestRamPair, xxh3_with_seed
+from .watchdog import MIGRATION_RUNNING, Watchdog, put_back
 
 __all__ = ["PrecopyReport", "pause_words", "precopy_snapshot"]
 
@@ -59,10 +60,6 @@ DOWNTIME_START_MS = 10
 DOWNTIME_MAX_MS = 2000
 ROUNDS_AT_START_LIMIT = 4
 FD_NAME = "ovm-offline-migration"
-#: query-migrate states in which QEMU refuses to change migration capabilities
-MIGRATION_RUNNING = ("setup", "active", "pre-switchover", "device", "cancelling")
-#: how long an abandoned migration may take to end before we give back settings anyway
-CANCEL_SECONDS = 10.0
 
 
 def pause_words(was_running: bool, paused_seconds: float | None) -> str:
@@ -198,9 +195,11 @@ class _Precopy:
 
         self.where, self.directory, self.timeout = where, directory, timeout
         self.qmp = _Qmp(where, timeout)
+        self.ours, self.theirs = socket.socketpair()
+        # started before anything of the guest changes; told before each change what undoes it
+        self.watchdog = Watchdog(where, self.ours)
         self.listener = EventListener(("STOP", "RESUME"))
         self.qmp._client.register_listener(self.listener)
-        self.ours, self.theirs = socket.socketpair()
         self.started = time.monotonic()
         self.was_running = False
         self.migrating = False
@@ -267,6 +266,7 @@ class _Precopy:
         qmp = self.qmp
         parameters = qmp.execute("query-migrate-parameters")
         self.saved_parameters = {k: parameters[k] for k in ("max-bandwidth", "downtime-limit") if k in parameters}
+        self.guard()
         downtime = DOWNTIME_START_MS
         qmp.execute("migrate-set-parameters", {"max-bandwidth": STREAM_BANDWIDTH, "downtime-limit": downtime})
         self.start_migration()
@@ -294,8 +294,9 @@ class _Precopy:
         self.qmp._client.send_fd_scm(self.theirs.fileno())
         self.qmp.execute("getfd", {"fdname": FD_NAME})
         self.theirs.close()  # QEMU holds its own copy now
-        self.qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
         self.migrating = True
+        self.guard()
+        self.qmp.execute("migrate", {"uri": f"fd:{FD_NAME}"})
 
     def follow_migration(self, max_seconds: float, each_poll: Callable[[dict[str, Any]], None]) -> None:
         """Poll QEMU until our migration completes (`each_poll` sees each status); raise if it
@@ -354,6 +355,7 @@ class _Precopy:
         except BaseException:
             self.abandon()
             raise
+        self.watchdog.release()
         return paused
 
     def finished_stream(self) -> RamStream:
@@ -385,8 +387,22 @@ class _Precopy:
         """The QMP commands that undo what we changed of QEMU's migration settings."""
         return [("migrate-set-parameters", self.saved_parameters)] if self.saved_parameters else []
 
+    def guard(self) -> None:
+        """Tell the watchdog what undoes our changes so far (before the next one)."""
+        self.watchdog.hold(
+            resume=self.was_running,
+            migrating=self.migrating,
+            give_back=self.settings_to_give_back(),
+            let_finish=self.LET_FINISH,
+        )
+
+    #: after an error, let our migration end on its own (its stream drained) rather than cancel it
+    LET_FINISH = False
+
     def abandon(self) -> None:
-        _abandon(self.qmp, self.migrating, self.was_running, self.settings_to_give_back())
+        _abandon(
+            self.qmp, self.migrating, self.was_running, self.settings_to_give_back(), self.watchdog, self.LET_FINISH
+        )
         self.unmap()
         _close_reader(self.reader, self.ours, self.out_fd)
         try:
@@ -395,29 +411,18 @@ class _Precopy:
             pass
 
 
-def _abandon(qmp: _Qmp, migrating: bool, was_running: bool, give_back: list[tuple[str, dict[str, Any]]]) -> None:
-    """After an error or Ctrl-C: cancel our migration, let a guest that was running run on,
-    whatever stopped it (QEMU or we, for the snapshot's moment), and give back the migration
-    settings we changed."""
-
-    def quietly(command: str, arguments: dict[str, Any] | None = None) -> Any:
-        try:
-            return qmp.execute(command, arguments)
-        except Exception:
-            return None  # cont of a guest still running fails harmlessly
-
-    if migrating:
-        quietly("migrate_cancel")
-        # QEMU refuses to change capabilities until the cancel has ended (a background
-        # snapshot's capability would then stay on for the user's next migration)
-        deadline = time.monotonic() + CANCEL_SECONDS
-        while (quietly("query-migrate") or {}).get("status") in MIGRATION_RUNNING and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-    if was_running:
-        quietly("cont")
-    for command, arguments in give_back:
-        quietly(command, arguments)
+def _abandon(
+    qmp: _Qmp,
+    migrating: bool,
+    was_running: bool,
+    give_back: list[tuple[str, dict[str, Any]]],
+    watchdog: Watchdog,
+    let_finish: bool,
+) -> None:
+    """After an error or Ctrl-C: put the guest back (`put_back`), then let the watchdog go."""
+    put_back(qmp, migrating, was_running, give_back, let_finish=let_finish)
     qmp.close()
+    watchdog.release()
 
 
 def _close_reader(reader: _StreamReader | None, sock: socket.socket, out_fd: int) -> None:
