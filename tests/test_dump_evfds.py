@@ -300,8 +300,18 @@ def test_an_epoll_target_is_saved_with_its_inode(fake):
     assert fds[1].file.state.count == 7 and not fds[1].file.state.semaphore
 
 
-@pytest.mark.parametrize("open_fd,same_file,why", [(8, True, "not open"), (7, False, "open on another file")])
-def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd, same_file, why):
+def test_an_epoll_whose_fd_was_closed_names_the_fd_its_file_is_open_at(fake):
+    """zdtm epoll01: the fd an epoll was given is closed, its file open at another fd of the
+    process: criu's kcmp lookup finds it there, and restore adds that fd."""
+    fds = _epoll_process(fake, watched_fd=7, open_fd=8, same_file=True)
+    attach_or_refuse(fake.prog, fds)
+    (t,) = fds[0].file.state.targets
+    assert (t.fd, t.data) == (8, 0x1111)
+
+
+@pytest.mark.parametrize("open_fd,why", [(8, "not open"), (7, "open on another file")])
+def test_an_epoll_watching_a_file_not_saved_is_refused_or_left_out(fake, open_fd, why):
+    same_file = False
     fds = _epoll_process(fake, watched_fd=7, open_fd=open_fd, same_file=same_file)
     assert_one_line_error(
         lambda: attach_or_refuse(fake.prog, list(fds)),

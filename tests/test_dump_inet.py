@@ -18,7 +18,7 @@ from ovm_offline.criu.diff import diff_dirs
 from ovm_offline.errors import ExitCode, UnsupportedError
 from ovm_offline.extract.syscall import _overlap
 from ovm_offline.filekinds.inet import _needs_scope_id, _tcp_as_criu_sees_it, tcp_opts_entry
-from ovm_offline.filekinds.socket import socket_options
+from ovm_offline.filekinds.socket import sk_opts_entry, socket_options
 from ovm_offline.kernel.core.features import kernel_has
 from ovm_offline.kernel.core.objects import Struct
 from ovm_offline.kernel.core.symbols import load_isf
@@ -383,13 +383,53 @@ def test_so_passcred_and_so_passsec_are_their_own_socket_flags(fake, flags, pass
     sk = fake.sock(TCP_LISTEN)
     sock = fake.alloc("socket")
     fake.set(sock, "socket", "flags", flags)
-    opts = socket_options(fake.prog, fake.prog.struct("socket", sock), sk)
+    opts = socket_options(fake.prog, fake.prog.struct("socket", sock), sk, "a socket")
     if sk.has_member_("sk_scm_credentials"):
         # 6.16+: bits of struct sock that UNIX and netlink sockets alone have; an inet socket has
         # neither, whatever its socket's flags hold
         assert (opts.passcred, opts.passsec) == (False, False)
     else:
         assert (opts.passcred, opts.passsec) == (passcred, passsec)
+
+
+def _devices(fake: FakeTcp, sk: Struct, names: list[bytes]) -> list[int]:
+    """A network namespace for `sk` whose device list holds `names` (ifindex 1, 2, ...)."""
+    net = fake.alloc("net")
+    head = net + fake.symbols.struct_type("net").member("dev_base_head").offset
+    link = fake.symbols.struct_type("net_device").member("dev_list").offset
+    devs = []
+    for index, name in enumerate(names, 1):
+        dev = fake.alloc("net_device")
+        fake.set(dev, "net_device", "ifindex", index)
+        fake.set(dev, "net_device", "name", name + b"\0")
+        devs.append(dev)
+    chain = [head, *(d + link for d in devs)]
+    for a, b in zip(chain, chain[1:] + [head]):
+        fake.write_u64(a, b)
+        fake.write_u64(b + 8, a)
+    fake.set(sk.address_, "sock", "__sk_common.skc_net.net", net)
+    return devs
+
+
+def test_so_bindtodevice_is_the_device_name_in_the_sockets_namespace(fake):
+    """zdtm sock_opts01: criu saves SO_BINDTODEVICE as the device's name (so_bound_dev) and binds
+    the restored socket there; a device index its namespace lacks is refused (getsockopt fails)."""
+    sk = fake.sock(TCP_LISTEN)
+    sock = fake.prog.struct("socket", fake.alloc("socket"))
+    devs = _devices(fake, sk, [b"lo", b"eth0"])
+    assert socket_options(fake.prog, sock, sk, "a socket").bound_dev is None
+    fake.set(sk.address_, "sock", "__sk_common.skc_bound_dev_if", 2)
+    assert socket_options(fake.prog, sock, sk, "a socket").bound_dev == "eth0"
+    assert sk_opts_entry(socket_options(fake.prog, sock, sk, "a socket")).so_bound_dev == "eth0"
+    fake.set(sk.address_, "sock", "__sk_common.skc_bound_dev_if", 7)
+    assert_one_line_error(
+        lambda: socket_options(fake.prog, sock, sk, "a socket"),
+        "a socket is bound to network device 7, which its network namespace lacks",
+        UnsupportedError,
+    )
+    link = fake.symbols.struct_type("net_device").member("dev_list").offset
+    fake.write_u64(devs[1] + link, devs[0] + link)  # eth0 -> lo: a loop that never reaches the head
+    assert_one_line_error(lambda: socket_options(fake.prog, sock, sk, "a socket"), "devices of net namespace")
 
 
 def test_a_queue_longer_than_its_buffer_could_hold_is_a_one_line_error(fake):

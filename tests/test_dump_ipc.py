@@ -69,6 +69,9 @@ def test_unix_sockets_pair_up_and_keep_their_queues_and_boundaries(dumped, kerne
             assert peer.peer == u.ino or peer.name, (u, peer)
     listener = [u for u in usk.values() if u.state == TCP_LISTEN]
     assert len(listener) == 1 and listener[0].name == b"/run/ovm/ipc/stream.sock\0"
+    # the connection the listener has not accepted (zdtm sockets00): its client names the
+    # listener as its peer, as criu writes it, and restore connects it there again
+    assert [u.state for u in usk.values() if u.peer == listener[0].ino] == [TCP_ESTABLISHED]
     assert listener[0].backlog == 4 and listener[0].file_perms.mode & 0o170000 == 0o140000
     named_dgram = [u for u in usk.values() if u.name == b"/run/ovm/ipc/dgram.sock\0"]
     assert len(named_dgram) == 1 and named_dgram[0].type == SOCK_DGRAM
@@ -101,8 +104,9 @@ def test_sockets_connected_outside_the_dump_are_named_and_can_be_left_out(record
     refused = ovm("dump", str(rec.elf), "--pid", str(child), "-D", str(out))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     line = refused.stderr.strip()
-    assert "\n" not in line and "cannot save 5 open file(s)" in line, line
+    assert "\n" not in line and "cannot save 6 open file(s)" in line, line
     assert line.count("which no dumped process holds") == 5
+    assert line.count("connecting to a listener no dumped process holds") == 1  # its pending connection
     assert not out.exists()
     skipped = ovm("dump", str(rec.elf), "--pid", str(child), "-D", str(out), "--skip-unsupported")
     assert skipped.returncode == 0, skipped.stderr
@@ -275,4 +279,45 @@ def test_leaving_out_a_socket_takes_out_the_epoll_watching_it():
         "PID 10 (x) fd 3: a UNIX socket (socket:[100]) connected to socket:[999], which no dumped process holds",
         "PID 10 (x) fd 6: an epoll watching fd 3, which is left out",
         "PID 10 (x) fd 7: an epoll watching fd 6, which is left out",
+    ]
+
+
+def test_a_connection_not_yet_accepted_names_its_listener_and_both_must_be_dumped():
+    """criu's "icons": a listening socket's connections not yet accepted are the sockets that
+    connected; each of those is written with the listener as its peer (whichever is met first),
+    and either without the other is left out, named."""
+    from types import SimpleNamespace as NS
+
+    from ovm_offline.criu.build.files import FileTable
+    from ovm_offline.filekinds import leave_out_dangling_files
+    from ovm_offline.filekinds.unix import UnixSocketState, UnixWriter
+    from ovm_offline.state import Fd, FileIdentity, OpenFile, Owner
+
+    options = NS(sndbuf=0, rcvbuf=0, snd_timeout=(0, 0), rcv_timeout=(0, 0), reuseaddr=False, priority=0,
+                 rcvlowat=0, mark=0, passcred=False, passsec=False, dontroute=False, no_check=False,
+                 reuseport=False, broadcast=False, keepalive=False, oobinline=False, buf_lock=None, bound_dev=None)  # fmt: skip
+
+    def fd(n, state):
+        identity = FileIdentity(path=f"socket:[{state.ino}]", dev=0, ino=state.ino, size=0, mode=0o140777)
+        return Fd(n, OpenFile(key=n, kind="unix", identity=identity, flags=2, pos=0, owner=Owner(), state=state), False)
+
+    listener = UnixSocketState(100, 1, TCP_LISTEN, 0, 4, 0, b"/l\0", options=options, net_ns=1, pending=[201])
+    client = UnixSocketState(201, 1, TCP_ESTABLISHED, 0, 0, 0, b"", options=options, net_ns=1, awaiting_accept=True)
+    for order in ([client, listener], [listener, client]):
+        table = FileTable({"unix": UnixWriter()})
+        ids = [table.open_file(fd(i, s).file) for i, s in enumerate(order, 3)]
+        entries = {e.id: e.usk for e in table.entries}
+        assert entries[ids[order.index(client)]].peer == 100 and entries[ids[order.index(listener)]].peer == 0
+        assert table.images() is not None
+    said = []
+    for alone in (listener, client):
+        proc = NS(global_pid=10, comm="x", fds=[fd(3, alone)])
+        refusals: list = []
+        leave_out_dangling_files([proc], refusals)
+        assert proc.fds == [] and len(refusals) == 1
+        said.append(str(refusals[0]))
+    assert said == [
+        "PID 10 (x) fd 3: a UNIX socket (socket:[100]) listening, with a connection not yet accepted from"
+        " socket:[201], which no dumped process holds",
+        "PID 10 (x) fd 3: a UNIX socket (socket:[201]) connecting to a listener no dumped process holds",
     ]

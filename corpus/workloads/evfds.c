@@ -11,7 +11,9 @@
  *   abs    timerfd on CLOCK_REALTIME armed TFD_TIMER_ABSTIME for one hour ahead
  *   p[2]   a pipe, empty
  *   ep     epoll over efd (EPOLLIN, 0x1111), sfd (EPOLLIN, 0x2222), p[0] (EPOLLIN|EPOLLET,
- *          0x3333), fired (EPOLLIN, 0x5555) and idle (EPOLLIN|EPOLLONESHOT, 0x4444)
+ *          0x3333), fired (EPOLLIN, 0x5555) and idle (EPOLLIN|EPOLLONESHOT, 0x4444); efd added
+ *          through a dup of it, closed since (zdtm epoll01: the epoll's fd is closed, its file
+ *          open at another)
  *
  * Check (SIGUSR1): epoll_wait reports exactly 0x1111, 0x2222 and 0x5555 ready; a byte
  * written to the pipe makes 0x3333 ready too; efd reads 5, three reads 3 then EAGAIN; sfd delivers SIGUSR2 and SIGRTMIN+2 twice with their values; fired reads 1
@@ -142,8 +144,11 @@ int main(void)
 	if (efd < 0 || three < 0 || sfd < 0 || idle < 0 || fired < 0 || absfd < 0 || ep < 0 ||
 	    pipe2(p, O_NONBLOCK) < 0)
 		setup_fail("creating the fds");
+	int efd_dup = dup(efd);
+	if (efd_dup < 0)
+		setup_fail("dup efd");
 	struct { int fd; uint32_t events; uint64_t data; } watch[] = {
-		{ efd, EPOLLIN, 0x1111 }, { sfd, EPOLLIN, 0x2222 }, { p[0], EPOLLIN | EPOLLET, 0x3333 },
+		{ efd_dup, EPOLLIN, 0x1111 }, { sfd, EPOLLIN, 0x2222 }, { p[0], EPOLLIN | EPOLLET, 0x3333 },
 		{ idle, EPOLLIN | EPOLLONESHOT, 0x4444 }, { fired, EPOLLIN, 0x5555 },
 	};
 	for (unsigned i = 0; i < sizeof(watch) / sizeof(watch[0]); i++) {
@@ -151,6 +156,7 @@ int main(void)
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, watch[i].fd, &ev) < 0)
 			setup_fail("epoll_ctl add %d", watch[i].fd);
 	}
+	close(efd_dup);
 	char err[2048] = "";
 	arm(err, sizeof(err));
 	if (err[0])

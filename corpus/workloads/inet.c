@@ -5,7 +5,7 @@
  *
  * After a restore every socket must be what it was: bound to the same address and port, with
  * the options set here (SO_REUSEADDR, SO_RCVBUF, SO_KEEPALIVE, IPV6_V6ONLY, IP_FREEBIND,
- * SO_BROADCAST, O_NONBLOCK), each listener accepting a new client and carrying bytes both
+ * SO_BROADCAST, SO_BINDTODEVICE "lo" (zdtm sock_opts01), O_NONBLOCK), each listener accepting a new client and carrying bytes both
  * ways, the bound socket listening on its port when asked to, the unbound one connecting, the
  * connected UDP socket still talking to its peer. The datagrams queued on the UDP server when
  * it was saved may be gone (criu drops them; UDP may lose them anyway) but nothing arrives
@@ -40,6 +40,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -183,6 +184,10 @@ static void check_options(char *err, size_t errsz)
 		append(err, errsz, "bound socket lost IP_FREEBIND; ");
 	if (getopt_int(u4, SOL_SOCKET, SO_BROADCAST) != 1)
 		append(err, errsz, "u4 lost SO_BROADCAST; ");
+	char dev[IFNAMSIZ] = "";
+	socklen_t devlen = sizeof(dev);
+	if (getsockopt(u4, SOL_SOCKET, SO_BINDTODEVICE, dev, &devlen) < 0 || strcmp(dev, "lo"))
+		append(err, errsz, "u4 bound to device '%s', not lo; ", dev);
 	if (!(fcntl(ufresh, F_GETFL) & O_NONBLOCK) || port_of(ufresh, NULL) != 0)
 		append(err, errsz, "unbound UDP socket: flags %x port %d; ", fcntl(ufresh, F_GETFL), port_of(ufresh, NULL));
 	if (!fresh_used && port_of(fresh, NULL) != 0)
@@ -463,8 +468,8 @@ int main(int argc, char **argv)
 		setup_fail("bound TCP socket");
 	fresh = socket(AF_INET6, SOCK_STREAM, 0);
 	u4 = sock_bound(AF_INET, SOCK_DGRAM, &au, sizeof(au), -1);
-	if (opt(u4, SOL_SOCKET, SO_BROADCAST, 1) < 0)
-		setup_fail("SO_BROADCAST");
+	if (opt(u4, SOL_SOCKET, SO_BROADCAST, 1) < 0 || setsockopt(u4, SOL_SOCKET, SO_BINDTODEVICE, "lo", 3) < 0)
+		setup_fail("SO_BROADCAST or SO_BINDTODEVICE");
 	u6 = sock_bound(AF_INET6, SOCK_DGRAM, &au6, sizeof(au6), 1);
 	u6c = sock_bound(AF_INET6, SOCK_DGRAM, &au6c, sizeof(au6c), -1);
 	if (connect(u6c, (struct sockaddr *)&au6, sizeof(au6)) < 0)

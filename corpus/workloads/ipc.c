@@ -5,9 +5,11 @@
  *   fifo     dir/fifo: R holds the read end, K the write end; K queued FIFO_MSG.
  *   spair    socketpair(AF_UNIX, SOCK_STREAM): bytes queued both ways.
  *   dpair    socketpair(AF_UNIX, SOCK_DGRAM): K sent three datagrams R has not read.
- *   listener dir/stream.sock: R listens (no pending connection); K's client is connected
- *            to R's accepted socket, bytes queued both ways; K's include a BIG_LEN-byte
- *            write, which the kernel keeps partly in page fragments of the skb.
+ *   listener dir/stream.sock: R listens; K's client is connected to R's accepted socket,
+ *            bytes queued both ways; K's include a BIG_LEN-byte write, which the kernel keeps
+ *            partly in page fragments of the skb. K's second client ("pending") connected
+ *            too, and R has not accepted it (zdtm sockets00): R's first check accepts it and
+ *            sends LATE_MSG, which K reads; their probes cross it as on the other channels.
  *   dgram    dir/dgram.sock: R's bound datagram socket; K's unbound socket, connected to
  *            it, sent two datagrams.
  *   qpair    socketpair(AF_UNIX, SOCK_SEQPACKET): K sent two records R has not read.
@@ -22,7 +24,7 @@
  * R reads the probes and the report.
  *
  * READY line:  READY root=R child=K
- * CHECK line:  CHECK OK root=R child=K channels=8
+ * CHECK line:  CHECK OK root=R child=K channels=9
  *              CHECK FAIL <what>[; <what>...]
  */
 #include "common.h"
@@ -44,6 +46,7 @@ static const char *const NAMED_DGRAMS[] = { "named-dgram-one", "named-dgram-two!
 static const char *const RECORDS[] = { "seqpacket-1", "seqpacket-two" };
 static const char ABSTRACT_MSG[] = "abstract-hello";
 static const char ABSTRACT_NAME[] = "\0ovm-ipc-abstract";
+static const char LATE_MSG[] = "listener: accepted only after the restore";
 static const char PROBE[] = "probe";
 #define BIG_LEN 12000
 static char big[BIG_LEN], accepted_to_r[sizeof(ACCEPTED_TO_R) - 1 + BIG_LEN];
@@ -137,8 +140,17 @@ static int send_all(int fd, const char *s, size_t len)
 	return write_full(fd, s, len);
 }
 
+/* K's second client: connected after the first, so that R's accept() takes the first. */
+static int pending_connect(int fd, const struct sockaddr_un *sa)
+{
+	sleep_ms_full(100);
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
+		_exit(7);
+	return fd;
+}
+
 /* K: queue its data, then wait on ctl; on each byte verify (first time) and probe. */
-static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg, int qp, int ab)
+static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg, int qp, int ab, int pending)
 {
 	signal(SIGUSR1, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
@@ -170,12 +182,14 @@ static void child(int ctl, int fifo_w, int sp, int dp, int client, int dg, int q
 		if (first) {
 			expect_stream(sp, SPAIR_TO_K, strlen(SPAIR_TO_K), "child spair", err, sizeof(err));
 			expect_stream(client, CLIENT_TO_K, strlen(CLIENT_TO_K), "child client", err, sizeof(err));
+			expect_stream(pending, LATE_MSG, strlen(LATE_MSG), "child pending client", err, sizeof(err));
 			first = 0;
 		}
 		int fails = 0;
 		fails |= send_all(fifo_w, PROBE, strlen(PROBE)) < 0;
 		fails |= send(dp, PROBE, strlen(PROBE), 0) < 0;
 		fails |= send_all(client, PROBE, strlen(PROBE)) < 0;
+		fails |= send_all(pending, PROBE, strlen(PROBE)) < 0;
 		fails |= send(dg, PROBE, strlen(PROBE), 0) < 0;
 		fails |= send(qp, PROBE, strlen(PROBE), 0) < 0;
 		fails |= sendto(ab, PROBE, strlen(PROBE), 0, (struct sockaddr *)&aa, alen) < 0;
@@ -248,16 +262,18 @@ int main(void)
 		int client = socket(AF_UNIX, SOCK_STREAM, 0);
 		int dg = socket(AF_UNIX, SOCK_DGRAM, 0);
 		int ab = socket(AF_UNIX, SOCK_DGRAM, 0);
-		if (fifo_w < 0 || client < 0 || dg < 0 || ab < 0 || connect(client, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		int pending = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fifo_w < 0 || client < 0 || dg < 0 || ab < 0 || pending < 0 ||
+		    connect(client, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 		    connect(dg, (struct sockaddr *)&da, sizeof(da)) < 0)
 			_exit(1);
-		child(ctl[0], fifo_w, sp[1], dp[1], client, dg, qp[1], ab);
+		child(ctl[0], fifo_w, sp[1], dp[1], client, dg, qp[1], ab, pending_connect(pending, &sa));
 	}
 	close(ctl[0]);
 	close(sp[1]);
 	close(dp[1]);
 	close(qp[1]);
-	int accepted = accept(listener, NULL, NULL);
+	int accepted = accept(listener, NULL, NULL), late = -1;
 	if (accepted < 0)
 		setup_fail("accept");
 	if (send_all(sp[0], SPAIR_TO_K, strlen(SPAIR_TO_K)) < 0 ||
@@ -270,12 +286,15 @@ int main(void)
 		struct pollfd p[6] = { { fifo_r, POLLIN, 0 }, { sp[0], POLLIN, 0 }, { accepted, POLLIN, 0 },
 				       { dgram, POLLIN, 0 }, { qp[0], POLLIN, 0 }, { abstract, POLLIN, 0 } };
 		char b[64];
+		struct pollfd pl = { listener, POLLIN, 0 };
 		int inq = 0;
 		poll(p, 6, 0);
+		poll(&pl, 1, 0);
 		ioctl(accepted, FIONREAD, &inq);
 		queued = (p[0].revents & POLLIN) && (p[1].revents & POLLIN) && (p[2].revents & POLLIN) &&
 			 (p[3].revents & POLLIN) && (p[4].revents & POLLIN) && (p[5].revents & POLLIN) &&
-			 inq == (int)sizeof(accepted_to_r) && recv(dp[0], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) > 0;
+			 (pl.revents & POLLIN) && inq == (int)sizeof(accepted_to_r) &&
+			 recv(dp[0], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) > 0;
 		if (!queued)
 			sleep_ms(10);
 	}
@@ -308,6 +327,11 @@ int main(void)
 				expect_dgram(dp[0], DGRAMS_TO_R[i], "dpair", err, sizeof(err));
 			for (int i = 0; i < 2; i++)
 				expect_dgram(dgram, NAMED_DGRAMS[i], "named dgram", err, sizeof(err));
+			struct pollfd pl = { listener, POLLIN, 0 };
+			if (poll(&pl, 1, 2000) != 1 || (late = accept4(listener, NULL, NULL, SOCK_NONBLOCK)) < 0)
+				append(err, sizeof(err), "the pending connection: nothing to accept (%s); ", strerror(errno));
+			else if (send_all(late, LATE_MSG, strlen(LATE_MSG)) < 0)
+				append(err, sizeof(err), "the pending connection: cannot send (%s); ", strerror(errno));
 			first = 0;
 		}
 		if (write(ctl[1], "c", 1) != 1)
@@ -315,6 +339,8 @@ int main(void)
 		expect_stream(fifo_r, PROBE, strlen(PROBE), "fifo probe", err, sizeof(err));
 		expect_dgram(dp[0], PROBE, "dpair probe", err, sizeof(err));
 		expect_stream(accepted, PROBE, strlen(PROBE), "accepted probe", err, sizeof(err));
+		if (late >= 0)
+			expect_stream(late, PROBE, strlen(PROBE), "late-accepted probe", err, sizeof(err));
 		expect_dgram(dgram, PROBE, "named dgram probe", err, sizeof(err));
 		expect_dgram(qp[0], PROBE, "seqpacket probe", err, sizeof(err));
 		expect_dgram(abstract, PROBE, "abstract probe", err, sizeof(err));
@@ -341,6 +367,6 @@ int main(void)
 		if (err[0])
 			say("CHECK FAIL %s", err);
 		else
-			say("CHECK OK root=%d child=%d channels=8", (int)getpid(), (int)k);
+			say("CHECK OK root=%d child=%d channels=9", (int)getpid(), (int)k);
 	}
 }

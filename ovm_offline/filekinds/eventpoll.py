@@ -1,10 +1,11 @@
 """epoll instances: every watched fd with its events and data, in the kernel's tree order, the
 order /proc fdinfo lists them in (eventpoll_file_entry).
 
-A target is saved by fd number, so it must be open, at that number and on the same file,
-among the saved fds of the process (CRIU's restore re-adds it with epoll_ctl on that fd). A
-target that was closed or replaced, or one ovm-offline cannot save, is refused; so is an epoll
-whose target is left out later.
+A target is saved by fd number, and CRIU's restore re-adds it with epoll_ctl on that fd: the
+number it was added with when that fd is still open on its file, else (the fd closed or reused
+since, the file open at another) the lowest fd of the process open on its file, which is where
+criu's kcmp lookup finds it. A target the process holds at no saved fd is refused; so is an
+epoll whose target is left out later.
 """
 
 from __future__ import annotations
@@ -52,11 +53,14 @@ def extract_eventpoll(ctx: ExtractContext, f: OpenFile, file: Pointer) -> EpollS
     for epi in eventpoll_items(eventpoll_of(file)):
         tfd, tfile = epitem_target(epi)
         if saved.get(tfd) != int(tfile):
-            where = "not open" if tfd not in saved else "open on another file"
-            raise UnsupportedError(
-                f"an epoll watching fd {tfd}, which is {where} among the saved fds (closed, replaced, or of a kind "
-                "that cannot be saved); ovm-offline cannot save such an epoll yet"
-            )
+            elsewhere = sorted(n for n, key in saved.items() if key == int(tfile))
+            if not elsewhere:
+                where = "not open" if tfd not in saved else "open on another file"
+                raise UnsupportedError(
+                    f"an epoll watching fd {tfd}, which is {where} among the saved fds, and whose file no other"
+                    " saved fd of the process holds (closed, passed away, or of a kind that cannot be saved)"
+                )
+            tfd = elsewhere[0]
         events, data = epitem_event(epi)
         inode = file_inode_ptr(tfile)
         targets.append(

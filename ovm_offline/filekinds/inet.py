@@ -98,6 +98,7 @@ class InetSocketState(FileState):
     tcp_nagle: tuple[bool, bool] | None = None  # TCP_NODELAY, TCP_CORK
     ip_options: tuple[bool, int, int] = (False, 0, 0)  # IP_PKTINFO/IPV6_RECVPKTINFO, IP_TOS, IP_TTL
     stream: TcpStream | None = None  # an established connection's tcp-stream image
+    ifname: str | None = None  # the device an IPv6 link-local address is bound on
 
 
 @dataclasses.dataclass
@@ -129,13 +130,16 @@ def inet_socket_state(ctx: ExtractContext, file: Pointer, ino: int) -> InetSocke
         raise UnsupportedError(f"{kind} (socket:[{ino}]): only TCP and UDP sockets are saved")
     if proto not in PROTOCOL_NAMES or (proto == IPPROTO_TCP) != (sk_type == SOCK_STREAM):
         raise UnsupportedError(f"{where}: only TCP and UDP sockets are saved")
-    if common.skc_bound_dev_if:
-        raise UnsupportedError(f"{where} is bound to a network device")
     if sk.sk_filter:
         raise UnsupportedError(f"{where} has a BPF socket filter attached")
     src, dst = inet_addresses(sk)
+    options = socket_options(ctx.prog, sock, sk, where)
+    ifname = None
     if family == AF_INET6 and _needs_scope_id(src) and inet_sport(inet):
-        raise UnsupportedError(f"{where} is bound to a link-local address")
+        # criu names the device a link-local address is bound on, to bind it there again
+        if options.bound_dev is None:
+            raise UnsupportedError(f"{where} is bound to a link-local address on no device")
+        ifname = options.bound_dev
     stream = None
     if proto == IPPROTO_TCP:
         backlog, shutdown, in_diag = _tcp_as_criu_sees_it(sk, where)
@@ -157,7 +161,8 @@ def inet_socket_state(ctx: ExtractContext, file: Pointer, ino: int) -> InetSocke
         shutdown=shutdown,
         v6only=sk_ipv6only(sk) if family == AF_INET6 else None,
         freebind=inet_freebind(inet),
-        options=socket_options(ctx.prog, sock, sk),
+        options=options,
+        ifname=ifname,
         net_ns=sock_net_inum(sk, where),
         in_diag=in_diag,
         tcp_keepalive=tcp_keepalive(sk) if proto == IPPROTO_TCP else None,
@@ -285,6 +290,8 @@ class InetWriter:
             entry.ip_opts.ttl = ttl
         if s.v6only is not None:
             entry.v6only = s.v6only
+        if s.ifname is not None:
+            entry.ifname = s.ifname
         if s.in_diag or table.inet_ns_ids:
             entry.ns_id = table.net_ns_id(s.net_ns)
         if s.shutdown:

@@ -5,8 +5,8 @@
 bound name and the socket file's permissions), the SOL_SOCKET options getsockopt() would
 return, and the bytes queued for reading, cut into packets the way CRIU's MSG_PEEK loop reads
 them. What CRIU cannot save either, or ovm-offline does not save yet, is refused: sockets with
-file descriptors in flight (SCM_RIGHTS), listeners with connections not yet accepted,
-out-of-band data, BPF socket filters, sockets bound to a network device, and a socket whose
+file descriptors in flight (SCM_RIGHTS), connections not yet accepted that hold bytes sent,
+out-of-band data, BPF socket filters, and a socket whose
 peer no dumped process holds (CRIU needs both ends, or --ext-unix-sk).
 """
 
@@ -23,8 +23,24 @@ from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs import dcache
-from ..kernel.net.sock import AF_UNIX, file_socket, sk_wmem_alloc_get, sock_socket_ino, socket_sock
-from ..kernel.net.unix import TCP_LISTEN, sock_unix, unix_bound_inode, unix_name, unix_peer, unix_receive_queue
+from ..kernel.net.sock import (
+    AF_UNIX,
+    file_socket,
+    sk_wmem_alloc_get,
+    sock_flag,
+    sock_flag_bit,
+    sock_socket_ino,
+    socket_sock,
+)
+from ..kernel.net.unix import (
+    TCP_LISTEN,
+    sock_unix,
+    unix_bound_inode,
+    unix_name,
+    unix_peer,
+    unix_pending_connections,
+    unix_receive_queue,
+)
 from ..kernel.ns.nsproxy import ns_inum
 from ..state import Fd, FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
@@ -64,6 +80,11 @@ class UnixSocketState(FileState):
     bound: tuple[int, int, int] | None = None  # (mode, uid, gid)
     name_deleted: bool = False  # the bound path was unlinked
     queue: list[QueuedPacket] = dataclasses.field(default_factory=list)
+    # a listener's connections not yet accepted: the inodes of the sockets that connected
+    pending: list[int] = dataclasses.field(default_factory=list)
+    # a connecting socket whose connection its listener has not accepted yet (its peer is the
+    # new sock in the listener's queue, which has no inode): criu names the listener its peer
+    awaiting_accept: bool = False
 
 
 def queued_packets(u: Struct, rcvbuf: int, where: str, passcred: bool) -> list[QueuedPacket]:
@@ -98,14 +119,11 @@ def unix_socket_state(prog: Program, file: Pointer, where: str) -> UnixSocketSta
     u = sock_unix(sk)
     common = sk.__sk_common
     state = common.skc_state
-    if common.skc_bound_dev_if:
-        raise UnsupportedError(f"{where} is bound to a network device")
     if sk.sk_filter:
         raise UnsupportedError(f"{where} has a BPF socket filter attached")
     if u.has_member_("oob_skb") and u.oob_skb:
         raise UnsupportedError(f"{where} has out-of-band data queued")
-    if state == TCP_LISTEN and sk.sk_receive_queue.qlen:
-        raise UnsupportedError(f"{where} is a listener with connections not yet accepted")
+    pending = listener_pending_connections(u, where) if state == TCP_LISTEN else []
     name = unix_name(u)
     bound = None
     deleted = False
@@ -115,7 +133,9 @@ def unix_socket_state(prog: Program, file: Pointer, where: str) -> UnixSocketSta
             bound = (inode.i_mode, inode.i_uid.val, inode.i_gid.val)
             deleted = dcache.d_unlinked(u.path.dentry)
     peer = unix_peer(u)
-    opts = socket_options(prog, sock, sk)
+    # a peer with no socket that is not dead: the new sock of a connection not yet accepted
+    awaiting = peer is not None and not peer.sk_socket and not sock_flag(peer, sock_flag_bit(prog, "SOCK_DEAD"))
+    opts = socket_options(prog, sock, sk, where)
     queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, where, opts.passcred)
     return UnixSocketState(
         ino=sock_socket_ino(sk),
@@ -130,7 +150,25 @@ def unix_socket_state(prog: Program, file: Pointer, where: str) -> UnixSocketSta
         bound=bound,
         name_deleted=deleted,
         queue=queue,
+        pending=pending,
+        awaiting_accept=awaiting,
     )
+
+
+def listener_pending_connections(u: Struct, where: str) -> list[int]:
+    """The inodes of the sockets whose connections listening ``struct unix_sock`` `u` has not
+    accepted, which criu's restore connects again (its "icons"). UnsupportedError for what that
+    would lose: bytes a client sent before the accept (criu saves none), a client gone."""
+    pending = []
+    for conn in unix_pending_connections(u):
+        if conn.sk_receive_queue.qlen:
+            raise UnsupportedError(f"{where} is a listener with a connection not yet accepted that holds bytes sent")
+        client = unix_peer(sock_unix(conn))
+        ino = sock_socket_ino(client) if client is not None else 0
+        if not ino:
+            raise UnsupportedError(f"{where} is a listener with a connection not yet accepted whose socket is closed")
+        pending.append(ino)
+    return pending
 
 
 def sock_net_inum(sk: Struct, where: str) -> int:
@@ -148,14 +186,23 @@ def extract_unix(ctx: ExtractContext, f: OpenFile, file: Pointer) -> UnixSocketS
 
 
 def dangling_peers(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
-    """A socket connected to a socket no dumped process holds."""
-    held = {fd.file.state.ino for fd in tree if isinstance(fd.file.state, UnixSocketState)}
+    """A socket connected to a socket no dumped process holds; a listener with a connection not
+    yet accepted from one, or a socket connecting to a listener no dumped process holds."""
+    states = [fd.file.state for fd in tree if isinstance(fd.file.state, UnixSocketState)]
+    held = {u.ino for u in states}
+    accepting = {client for u in states for client in u.pending}
 
     def check(fd: Fd, process_fds: Sequence[Fd]) -> str | None:
         u = fd.file.state
         assert isinstance(u, UnixSocketState)
+        where = f"a UNIX socket (socket:[{u.ino}])"
         if u.peer and u.peer not in held:
-            return f"a UNIX socket (socket:[{u.ino}]) connected to socket:[{u.peer}], which no dumped process holds"
+            return f"{where} connected to socket:[{u.peer}], which no dumped process holds"
+        outside = [client for client in u.pending if client not in held]
+        if outside:
+            return f"{where} listening, with a connection not yet accepted from socket:[{outside[0]}], which no dumped process holds"
+        if u.awaiting_accept and u.ino not in accepting:
+            return f"{where} connecting to a listener no dumped process holds"
         return None
 
     return check
@@ -172,6 +219,8 @@ class UnixWriter:
     def __init__(self) -> None:
         self._seen: set[int] = set()  # socket inodes met
         self._waiting: dict[int, list[F.file_entry]] = {}  # peer inode -> entries waiting for it
+        self._listener_of: dict[int, int] = {}  # connecting socket -> the listener not accepting it yet
+        self._connecting: dict[int, F.file_entry] = {}  # its entry, until that listener is met
         self.queues: list[tuple[NET.sk_packet_entry, bytes]] = []
 
     def write(self, table: FileTable, f: OpenFile) -> int:
@@ -181,7 +230,20 @@ class UnixWriter:
         entry = F.file_entry(type=F.UNIXSK, id=fid, usk=self._entry(table, fid, f, u))
         self._seen.add(u.ino)
         self.queues += [(NET.sk_packet_entry(id_for=fid, length=len(p.data)), p.data) for p in u.queue]
-        if u.peer and u.peer not in self._seen:
+        for client in u.pending:
+            self._listener_of[client] = u.ino
+            waiting = self._connecting.pop(client, None)
+            if waiting is not None:
+                waiting.usk.peer = u.ino
+                table.entries.append(waiting)
+        if u.awaiting_accept:
+            # criu's "icons": the peer of a connection not yet accepted is its listener, which
+            # restore connects it to again (the entry waits until the listener is met)
+            if u.ino not in self._listener_of:
+                self._connecting[u.ino] = entry
+                return fid
+            entry.usk.peer = self._listener_of[u.ino]
+        elif u.peer and u.peer not in self._seen:
             self._waiting.setdefault(u.peer, []).append(entry)
             return fid
         table.entries.append(entry)
@@ -191,6 +253,7 @@ class UnixWriter:
     def images(self, table: FileTable) -> list[ExtraImage]:
         # the dump leaves out sockets whose peer is not dumped (dangling_peers) before writing
         assert not self._waiting, f"UNIX sockets wait for peers never met: {sorted(self._waiting)}"
+        assert not self._connecting, f"UNIX sockets wait for listeners never met: {sorted(self._connecting)}"
         return [ExtraImage(images.SK_QUEUES, [e for e, _ in self.queues], [d for _, d in self.queues])]
 
     @staticmethod

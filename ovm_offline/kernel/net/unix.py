@@ -17,6 +17,7 @@ __all__ = [
     "unix_bound_inode",
     "unix_name",
     "unix_peer",
+    "unix_pending_connections",
     "unix_receive_queue",
 ]
 
@@ -99,3 +100,16 @@ def unix_receive_queue(u: Struct) -> list[QueuedSkb]:
             )
         )
     return out
+
+
+def unix_pending_connections(u: Struct) -> list[Struct]:
+    """The ``struct sock``s of the connections a listening UNIX socket has not accepted yet:
+    unix_stream_connect queues one skb per connection, owned by the new sock (skb->sk), whose
+    peer is the connecting socket."""
+    prog = u.prog_
+    socks = []
+    for skb in unix_receive_queue(u):
+        if not skb.sender:
+            raise GuestDataError(f"listening unix_sock at 0x{u.address_:x} has a queued connection with no sock")
+        socks.append(prog.struct("sock", skb.sender))
+    return socks
