@@ -31,6 +31,8 @@ _.iusec
 _.vusec
 _.futex_rla
 _.futex_rla_len
+_.symlnk_target
+_.is_threaded
 
 # Fields of dataclasses and NamedTuples that mirror a format or the kernel's layout: every
 # field is part of the record even where no code reads it (registers in user_regs_struct

@@ -50,7 +50,8 @@ class Kernel:
 
 # every area once at least, on kernels that do not run every workload in CI: tasks and timers,
 # threads, memory, file mappings, a pty, pipes, UNIX sockets, event fds, inet sockets, PID
-# namespace and cgroup, runc with TCP, syscalls caught as-is, registers on vCPUs, seccomp
+# namespace and cgroup, runc with TCP, syscalls caught as-is, registers on vCPUs, seccomp, files
+# with no name left (inode times)
 CI_SUBSET = (
     "counter",
     "threads",
@@ -66,29 +67,10 @@ CI_SUBSET = (
     "runc-inet",
     "sigstate",
     "seccomp",
+    "ghosts",
     "blockers",
     "spinners",
     "runc-inet-stream-asis",
-)
-
-# 7.2, where CRIU 4.x writes images 3.17's format lacks parts of: the areas whose images already
-# match criu 4.2.1's and restore with it. Not yet (docs/kernels.md): the container and runc
-# workloads (4.x's cgroup v2 properties)
-CI_SUBSET_7_2 = (
-    "counter",
-    "threads",
-    "memhog-64",
-    "filemap",
-    "ptyprog",
-    "pipetree",
-    "ipc",
-    "evfds",
-    "seccomp",
-    "spinners",
-    "inet",
-    "inet-stream-asis",
-    "sigstate",
-    "blockers",
 )
 
 KERNELS = {
@@ -127,7 +109,7 @@ KERNELS = {
             shared_debs=tuple(
                 f"linux-{part}-7.2.13+deb14-cloud-amd64_7.2.13-1_amd64.deb" for part in ("binary", "modules", "base")
             ),
-            ci_workloads=CI_SUBSET_7_2,
+            ci_workloads=CI_SUBSET,
             # unstable's 4.2.1: Debian 13's 4.1.1 fails to dump inet sockets here (getsockopt
             # SO_PASSSEC, which 6.16+ refuses outside UNIX and netlink sockets: EOPNOTSUPP)
             criu_suite="sid",

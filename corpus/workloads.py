@@ -302,6 +302,15 @@ _STOPPED = {
             " process-group leader (zdtm zombie00, zombie01); the check reaps each and wants its status",
         ),
         Workload(
+            "ghosts",
+            "ghosts",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="files with no name left: two fds on an unlinked file, an unlinked file with a hole"
+            " (held open, and mapped privately), an unlinked file only a shared mapping holds, a removed"
+            " directory that is the cwd and open (zdtm unlink_fstat00, unlink_mmap00/01, cwd01, cwd02)",
+        ),
+        Workload(
             "hazards",
             "hazards",
             root_key="root",
@@ -443,6 +452,7 @@ STANDARD = (
     "memfd",
     "nsfiles",
     "zombies",
+    "ghosts",
     "hazards",
     "inet",
     "inet-established",

@@ -31,6 +31,23 @@ def cli() -> None:
     """Extract Linux processes from recorded or paused VM memory into CRIU images."""
 
 
+class ByteSize(click.ParamType):
+    """A size as criu's options take one: a number of bytes, or of KiB, MiB or GiB with K, M or G."""
+
+    name = "SIZE"
+    _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper()
+        unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+        number = text[: len(text) - len(unit)]
+        if not number.isdigit() or len(number) > 15:
+            self.fail(f"{value!r} is not a size (bytes, or a number with K, M or G)", param, ctx)
+        return int(number) * self._UNITS[unit]
+
+
 # --- sources ---------------------------------------------------------------------------------
 
 
@@ -173,6 +190,14 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     " `criu restore --file-locks`); without it a tree holding one is refused, as criu dump refuses it.",
 )
 @click.option(
+    "--ghost-limit",
+    type=ByteSize(),
+    default=None,
+    show_default="1M, as criu's",
+    help="The most a file unlinked while open may hold to be saved as a ghost file (criu's --ghost-limit;"
+    " a number of bytes, or with K, M or G).",
+)
+@click.option(
     "--precopy",
     is_flag=True,
     help="With --live --qmp --mem: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
@@ -207,6 +232,7 @@ def dump(
     force,
     network_lock,
     file_locks,
+    ghost_limit,
     precopy,
     background,
     attempts,
@@ -224,6 +250,7 @@ def dump(
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     ovm-offline dump guest.elf --pid 10000 --file-locks -D images/
+    ovm-offline dump guest.elf --pid 10000 --ghost-limit 64M -D images/
     """
     from . import dump as dumping
 
@@ -233,18 +260,14 @@ def dump(
         if click.get_current_context().get_parameter_source("attempts") == click.core.ParameterSource.COMMANDLINE:
             raise click.UsageError("--attempts takes --live: a dump file holds one moment")
         attempts = 1
+    options = dict(force=force, skip_unsupported=skip_unsupported, network_lock=network_lock, file_locks=file_locks)
+    options |= {"ghost_limit": ghost_limit} if ghost_limit is not None else {}
     for attempt in range(1, attempts + 1):
         opened = snapshot_source(snapshot, directory, qmp, mem, quiet) if snapshot else None
         src = None
         try:
             with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
                 prog = open_guest_kernel(src, symbol_dirs)
-                options = {
-                    "force": force,
-                    "skip_unsupported": skip_unsupported,
-                    "network_lock": network_lock,
-                    "file_locks": file_locks,
-                }
                 summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
             break
         except MomentError as refused:

@@ -22,6 +22,7 @@ from .errors import GuestDataError, MomentError, NoSuchProcess, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
+from .extract.ghost import DEFAULT_GHOST_LIMIT, Ghosts
 from .extract.mm import extract_mm
 from .extract.namespaces import tree_namespaces
 from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
@@ -146,11 +147,12 @@ def namespace_ids(task) -> NamespaceIds:
 class TreeObjects:
     """Kernel objects several processes of one dump may share, each extracted once: open
     files by address, the state each file kind keeps per object (filekinds' caches), shmem
-    files by inode address."""
+    files by inode address, files with no name left by inode."""
 
     files: dict[int, OpenFile] = dataclasses.field(default_factory=dict)
     kinds: dict[str, dict[int, Any]] = dataclasses.field(default_factory=dict)
     shmem: dict[int, SharedMemory] = dataclasses.field(default_factory=dict)  # one per shmem file
+    ghosts: Ghosts = dataclasses.field(default_factory=Ghosts)  # files with no name left, one per inode
 
 
 def classify(file: Pointer) -> FileKindName:
@@ -163,7 +165,9 @@ def process_fds(
     """The open files of thread-group leader `task` with their kinds' state; those that cannot
     be saved are left out and described in `refusals`."""
     fds = extract_files(prog, task, pid_ns, classify, cache=shared.files)
-    ctx = filekinds.ExtractContext(prog, task, pid_ns, task.pid, comm, shared.kinds, shmem=shared.shmem)
+    ctx = filekinds.ExtractContext(
+        prog, task, pid_ns, task.pid, comm, shared.kinds, shmem=shared.shmem, ghosts=shared.ghosts
+    )
     return filekinds.attach_file_states(ctx, fds, refusals)
 
 
@@ -188,14 +192,16 @@ def extract_process(
         # too, so that the refusal is not taken for the moment's alone
         process_fds(prog, task, pid_ns, task_comm(task), shared, refusals)
         raise
-    mm = extract_mm(prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shared.shmem)
+    mm = extract_mm(
+        prog, task, thread_sps=[t.regs.sp for t in common.threads], shmem_cache=shared.shmem, ghosts=shared.ghosts
+    )
     mm.user_writes = place_user_writes(mm, (w for t in common.threads for w in t.user_writes), f"pid {task.pid}")
     fds = process_fds(prog, task, pid_ns, common.comm, shared, refusals)
     proc = ProcessState(
         **common.as_kwargs(),
         mm=mm,
         fds=fds,
-        fs=extract_fs(prog, task),
+        fs=extract_fs(prog, task, shared.ghosts),
         namespaces=namespace_ids(task),
         cgroup=task_cgroup_path(task) or "/",
         mm_key=int(task.mm),
@@ -246,16 +252,18 @@ class Extraction:
     refusals: list[Refusal]
 
 
-def extract_tree(prog: Program, root: Struct, *, save_locks: bool = False) -> Extraction:
+def extract_tree(
+    prog: Program, root: Struct, *, save_locks: bool = False, ghost_limit: int = DEFAULT_GHOST_LIMIT
+) -> Extraction:
     """The state of `root` and its descendants, and every refusal among them: processes that
-    cannot be dumped, open files that cannot be saved, and what the tree as a whole cannot
-    (its file locks too, unless `save_locks`)."""
+    cannot be dumped, open files that cannot be saved, and what the tree as a whole cannot (its
+    file locks too, unless `save_locks`; a file with no name left over `ghost_limit` bytes)."""
     tree = process_tree(prog, root)
     refusals = [r for r in map(dumpable_refusal, tree) if r is not None]
     pid_ns = task_active_pid_ns(root)
     if pid_ns is None:
         raise GuestDataError(f"PID {root.pid} has no PID namespace (it is exiting)")
-    shared = TreeObjects()
+    shared = TreeObjects(ghosts=Ghosts(ghost_limit))
     processes: list[ProcessState] = []
     if tree[0].exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
         refusals.append(Refusal(root.pid, task_comm(root), f"PID {root.pid} ({task_comm(root)}) has exited"))
@@ -317,6 +325,7 @@ def dump(
     skip_unsupported: bool = False,
     network_lock: str = "iptables",
     file_locks: bool = False,
+    ghost_limit: int = DEFAULT_GHOST_LIMIT,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
@@ -324,9 +333,10 @@ def dump(
     in the summary); anything else that cannot be saved fails it, named too. `network_lock` is
     criu's --network-lock for the restore of TCP connections ("iptables" or "nftables");
     `file_locks` saves the tree's file locks and leases (criu's --file-locks, which its restore
-    needs too), refused otherwise."""
+    needs too), refused otherwise; `ghost_limit` is criu's --ghost-limit, the most bytes a file
+    with no name left (unlinked while open) may hold to be saved as a ghost file."""
     started = time.monotonic()
-    extraction = extract_tree(prog, find_task(prog, pid), save_locks=file_locks)
+    extraction = extract_tree(prog, find_task(prog, pid), save_locks=file_locks, ghost_limit=ghost_limit)
     skipped = decide(extraction.refusals, skip_unsupported)
     assert extraction.dump_set is not None  # decide() raised if a process or a namespace could not be saved
     extraction.dump_set.network_lock = network_lock

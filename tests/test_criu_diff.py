@@ -222,6 +222,61 @@ def test_ignore_rule_patterns():
     assert not freezer.covers("core.tc.flags", 0x400040, 0x40400000)  # another bit differs too
     assert not freezer.covers("core.tc.flags", 0x400040, "0x40400040")
     assert all(rule.reason for rule in diff.DEFAULT_IGNORES)
+    deep = IgnoreRule("cgroup.**.properties[name=cgroup.procs]", "")
+    assert deep.matches("cgroup.controllers[0].dirs[0].children[2].properties[name=cgroup.procs]")
+    assert not deep.matches("cgroup.controllers[0].dirs[0].properties[name=cgroup.procs2]")
+    only_absent = IgnoreRule("cgroup.**.properties[name=cgroup.type]", "", theirs_not="threaded")
+    where = "cgroup.controllers[0].dirs[0].properties[name=cgroup.type]"
+    assert only_absent.covers(where, diff.ABSENT, {"name": "cgroup.type", "value": "domain"})
+    assert not only_absent.covers(where, diff.ABSENT, {"name": "cgroup.type", "value": "threaded"})
+    assert not only_absent.covers(where, {"value": "domain"}, {"name": "cgroup.type", "value": "domain threaded"})
+
+
+def _cgroup_dir(tmp_path: Path, name: str, props: list[tuple[str, str]], criu4: bool) -> Path:
+    """An images directory holding an inventory (CRIU 4.x's has plugins_entry) and a cgroup.img
+    with one directory of `props` below the v2 hierarchy."""
+    d = tmp_path / name
+    d.mkdir()
+    task_pb, ns_pb = pb.criu_task_pb2, pb.criu_ns_pb2
+    inventory = task_pb.inventory_entry(img_version=2)
+    if criu4:
+        inventory.plugins_entry.SetInParent()
+    images.write_image(d / "inventory.img", images.INVENTORY, [inventory])
+    entry = ns_pb.cgroup_entry()
+    entry.sets.add(id=2, ctls=[ns_pb.cg_member_entry(name="", path="/box")])
+    ctl = entry.controllers.add(cnames=[""])
+    box = ctl.dirs.add(dir_name="box", dir_perms=ns_pb.cgroup_perms(mode=0o40755, uid=0, gid=0))
+    for prop, value in props:
+        box.properties.add(name=prop, value=value, perms=ns_pb.cgroup_perms(mode=0o100644, uid=0, gid=0))
+    if criu4:
+        ctl.is_threaded = False
+    images.write_image(d / "cgroup.img", images.CGROUP, [entry])
+    return d
+
+
+V2 = [
+    ("cgroup.subtree_control", ""),
+    ("cgroup.max.descendants", "max"),
+    ("cgroup.max.depth", "max"),
+    ("cgroup.freeze", "0"),
+]
+
+
+def test_a_cgroup_saved_for_both_criu_versions_equals_each_ones_own(tmp_path):
+    """Ours hold 3.x's cgroup.procs and 4.x's v2 files (cgroup.type only when threaded): equal
+    to 3.x's images but for 4.x's files, to 4.x's but for 3.x's one and a type restore ignores."""
+    ours = _cgroup_dir(tmp_path, "ours", [("cgroup.procs", ""), *V2], criu4=True)
+    criu3 = _cgroup_dir(tmp_path, "criu3", [("cgroup.procs", "")], criu4=False)
+    criu4 = _cgroup_dir(tmp_path, "criu4", [*V2, ("cgroup.type", "domain")], criu4=True)
+    assert diff.diff_dirs(ours, criu3).same and diff.diff_dirs(ours, criu4).same
+    threaded = _cgroup_dir(tmp_path, "threaded", [*V2, ("cgroup.type", "threaded")], criu4=True)
+    assert [d.path for d in diff.diff_dirs(ours, threaded).differences] == [
+        "cgroup.controllers[0].dirs[0].properties[name=cgroup.type]"
+    ]
+    frozen = _cgroup_dir(tmp_path, "frozen", [*V2[:3], ("cgroup.freeze", "1")], criu4=True)
+    assert [d.path for d in diff.diff_dirs(ours, frozen).differences] == [
+        "cgroup.controllers[0].dirs[0].properties[name=cgroup.freeze].value"
+    ]
 
 
 @pytest.mark.guest

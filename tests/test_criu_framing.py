@@ -8,7 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ovm_offline.criu import images, pb, show
+from ovm_offline.criu.build.files import GHOST_CHUNKS_THRESH, ghost_image
 from ovm_offline.criu.images import ImageError
+from ovm_offline.state import GhostFile
 
 task_pb, mm_pb, files_pb, net_pb = pb.criu_task_pb2, pb.criu_mm_pb2, pb.criu_files_pb2, pb.criu_net_pb2
 
@@ -50,6 +52,33 @@ core = st.builds(
 )  # fmt: skip
 
 
+@st.composite
+def ghost(draw) -> GhostFile:
+    """A ghost file's inode: a directory, or a regular file of up to 10 pages with stretches of
+    data (page-aligned, as a tmpfs's page cache holds them) and holes."""
+    times = st.tuples(st.integers(0, 2**40), st.integers(0, 999_999_999))
+    common = dict(
+        dev=draw(u32), ino=draw(u64), uid=draw(u32), gid=draw(u32), rdev=0, atime=draw(times), mtime=draw(times)
+    )
+    if draw(st.booleans()):
+        return GhostFile(mode=0o040755, size=4096, **common)
+    size = draw(st.integers(0, 10 * 4096))
+    pages = sorted(draw(st.sets(st.integers(0, max(0, (size - 1) // 4096)), max_size=10))) if size else []
+    data: list[tuple[int, bytes]] = []
+    for p in pages:
+        piece = bytes([p + 1]) * (min(size, (p + 1) * 4096) - p * 4096)
+        if data and data[-1][0] + len(data[-1][1]) == p * 4096:
+            data[-1] = (data[-1][0], data[-1][1] + piece)
+        else:
+            data.append((p * 4096, piece))
+    return GhostFile(mode=0o100600, size=size, data=data, **common)
+
+
+def _ghost_case(g: GhostFile):
+    image = ghost_image(1, g)
+    return image.kind, image.entries, image.payloads
+
+
 def cases() -> st.SearchStrategy[tuple[images.ImageKind, list, list[bytes] | None]]:
     return st.one_of(
         st.lists(pstree, max_size=8).map(lambda es: (images.PSTREE, es, None)),
@@ -61,6 +90,7 @@ def cases() -> st.SearchStrategy[tuple[images.ImageKind, list, list[bytes] | Non
         core.map(lambda c: (images.CORE, [c], None)),
         st.just((images.INVENTORY, [task_pb.inventory_entry(img_version=2, ns_per_id=True)], None)),
         st.just((images.STATS, [task_pb.stats_entry()], None)),
+        ghost().map(_ghost_case),
     )
 
 
@@ -123,3 +153,22 @@ def test_every_kind_has_a_distinct_magic_and_a_matching_name(kind):
     empty = [] if not kind.single else None
     if empty is not None and kind.head is None:
         assert images.decode_image(images.encode_image(kind, []), name).entries == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(ghost())
+def test_a_ghost_file_holds_its_contents_whole_or_as_chunks_as_criu_writes_them(g):
+    """criu's dump_ghost_file: under GHOST_CHUNKS_THRESH the whole file follows the entry, holes
+    as zeros; from it on, a chunk entry before each stretch of data, holes left out."""
+    image = images.decode_image(images.encode_image(*_ghost_case(g)), "ghost-file-1.img")
+    head, whole = image.entries[0], bytearray(g.size)
+    for off, data in g.data:
+        whole[off : off + len(data)] = data
+    if g.mode & 0o170000 != 0o100000:
+        assert (head.chunks, image.entries[1:], image.payloads) == (False, [], [b""])
+    elif g.size < GHOST_CHUNKS_THRESH:
+        assert (head.chunks, image.payloads) == (False, [bytes(whole)])
+    else:
+        assert (head.chunks, head.size) == (True, g.size)
+        assert [(c.off, d) for c, d in zip(image.entries[1:], image.payloads[1:])] == g.data
+    assert (head.mtim.tv_sec, head.mtim.tv_usec) == (g.mtime[0], g.mtime[1] // 1000)

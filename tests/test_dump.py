@@ -20,7 +20,8 @@ KERNELS = list(kernels.KERNELS)
 # every standard workload: single processes, threads, process trees with pipes, a container (with a
 # UTS namespace of its own too), IPC of every kind the corpus has (FIFOs, UNIX sockets, shared and
 # System V memory, eventfd/signalfd/timerfd/epoll), a stopped child with a SIGSTOP pending and POSIX
-# timers on every clock, seccomp filters, memfds and namespace files held open, zombies, IPv4/IPv6 TCP listeners and UDP sockets, and a
+# timers on every clock, seccomp filters, memfds and namespace files held open, zombies, files with
+# no name left (unlinked while open or mapped, a removed cwd), IPv4/IPv6 TCP listeners and UDP sockets, and a
 # container runc made (its golden images are `runc checkpoint`'s, restored with `runc restore`),
 # with a user namespace, under a seccomp profile like Docker's default, and with TCP connections
 # over its loopback
@@ -44,6 +45,7 @@ WORKLOADS = [
     "memfd",
     "nsfiles",
     "zombies",
+    "ghosts",
     "inet",
     "runc",
     "runc-userns",

@@ -3,8 +3,6 @@
  * either save or refuse by name (never write as something else). Each child sets up its
  * piece, then waits in sigsuspend(); the root waits too.
  *
- *   unlinked  a file written, then unlinked while held open          (zdtm unlink_fstat00)
- *   deadcwd   its cwd a directory removed after chdir                (zdtm cwd01)
  *   proccwd   its cwd /proc/PID of a grandchild that has since exited (zdtm unhashed_proc)
  *   nsfd      an fd on /proc/self/ns/net                             (zdtm proc-self)
  *   ptyqueue  both ends of a pty, 7 bytes written to the master and not read (zdtm pty02)
@@ -12,47 +10,16 @@
  *
  * Files live in /run/ovm/hazards/. No golden images: this tree is for a dump's refusals.
  *
- * READY line:  READY root=R unlinked=P deadcwd=P proccwd=P nsfd=P ptyqueue=P ptyorphan=P
- * CHECK line:  CHECK OK children=6 (every child still alive)
+ * READY line:  READY root=R proccwd=P nsfd=P ptyqueue=P ptyorphan=P
+ * CHECK line:  CHECK OK children=4 (every child still alive)
  *
  * File locks and leases are the locks workload's (saved with --file-locks), a shared anonymous
- * mapping's file the memfd workload's.
+ * mapping's file the memfd workload's, unlinked files and removed cwds the ghosts workload's.
  */
 #include "common.h"
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-
-static const char *dir;
-
-static int create_file(const char *name, const char *text)
-{
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0 || write_full(fd, text, strlen(text)) < 0)
-		setup_fail("create %s", path);
-	return fd;
-}
-
-static void unlinked(void)
-{
-	create_file("unlinked", "a file unlinked while open\n");
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/unlinked", dir);
-	if (unlink(path) < 0)
-		setup_fail("unlink");
-}
-
-static void deadcwd(void)
-{
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/deadcwd", dir);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		setup_fail("mkdir deadcwd");
-	if (chdir(path) < 0 || rmdir(path) < 0)
-		setup_fail("chdir/rmdir deadcwd");
-}
 
 static void proccwd(void)
 {
@@ -114,15 +81,17 @@ static const struct {
 	const char *name;
 	void (*setup)(void);
 } hazards[] = {
-	{ "unlinked", unlinked }, { "deadcwd", deadcwd },     { "proccwd", proccwd },
-	{ "nsfd", nsfd },         { "ptyqueue", ptyqueue }, { "ptyorphan", ptyorphan },
+	{ "proccwd", proccwd },
+	{ "nsfd", nsfd },
+	{ "ptyqueue", ptyqueue },
+	{ "ptyorphan", ptyorphan },
 };
 #define NHAZARDS ((int)(sizeof(hazards) / sizeof(hazards[0])))
 
 int main(void)
 {
 	setsid();
-	dir = work_dir("hazards");
+	work_dir("hazards");
 	sigset_t blocked, waitmask;
 	usr1_setup(&blocked, &waitmask, NULL);
 

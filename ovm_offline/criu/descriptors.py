@@ -24,6 +24,7 @@ __all__ = [
     "FIFO_DATA",
     "FILES",
     "FILE_LOCKS",
+    "GHOST_FILE",
     "FS",
     "IDS",
     "INVENTORY",
@@ -46,6 +47,7 @@ __all__ = [
     "PE_PRESENT",
     "PIPES_DATA",
     "PSTREE",
+    "REMAP_FPATH",
     "SECCOMP",
     "SERVICE_MAGIC",
     "SHMEM_PAGEMAP",
@@ -85,6 +87,9 @@ class ImageKind:
     payload_fields: entry fields whose sum is the length of raw data following the entry (with
         several, their parts follow in that order: tcp-stream's inq, then outq).
     prefix: COMMON_MAGIC, SERVICE_MAGIC or None (inventory: its magic stands alone).
+    head_data_field: a bool field of the head entry; when it is unset or false, the rest of the
+        file after the head is the head's raw payload (a ghost file written without chunks),
+        when set the entries after it carry their payloads by `payload_fields`.
     """
 
     name: str
@@ -97,6 +102,7 @@ class ImageKind:
     payload_fields: tuple[str, ...] = ()
     prefix: int | None = COMMON_MAGIC
     id_hex: bool = False  # the id in the name is hexadecimal (tcp-stream-%x.img: a socket inode)
+    head_data_field: str | None = None
 
     @property
     def raw(self) -> bool:
@@ -117,6 +123,10 @@ class ImageKind:
 
     def payload_size(self, entry: Message) -> int:
         return sum(int(getattr(entry, f)) for f in self.payload_fields)
+
+    def head_data_to_end(self, head: Message) -> bool:
+        """Whether the rest of the file after `head` (entries[0]) is its raw payload."""
+        return self.head_data_field is not None and not getattr(head, self.head_data_field)
 
 
 def _pattern_re(pattern: str, id_hex: bool = False) -> re.Pattern[str]:
@@ -199,6 +209,8 @@ KINDS: tuple[ImageKind, ...] = (
     _k("memfd", "MEMFD_INODE", 0x48453499, files_pb.memfd_inode_entry, "memfd.img"),
     _k("file-locks", "FILE_LOCKS", 0x54323616, files_pb.file_lock_entry, "filelocks.img"),
     _k("remap-fpath", "REMAP_FPATH", 0x59133954, files_pb.remap_file_path_entry, "remap-fpath.img"),
+    _k("ghost-file", "GHOST_FILE", 0x52583605, files_pb.ghost_chunk_entry, "ghost-file-{id}.img",
+       head=files_pb.ghost_file_entry, payload_fields=("len",), id_hex=True, head_data_field="chunks"),
     _k("sigacts", "SIGACT", 0x55344201, task_pb.sa_entry, "sigacts-{id}.img"),
     _k("itimers", "ITIMERS", 0x57464056, task_pb.itimer_entry, "itimers-{id}.img"),
     _k("posix-timers", "POSIX_TIMERS", 0x52603957, task_pb.posix_timer_entry, "posix-timers-{id}.img"),
@@ -222,6 +234,8 @@ assert len(KINDS_BY_NAME) == len(KINDS) and len(KINDS_BY_MAGIC) == sum(not k.raw
 
 MEMFD_INODE = KINDS_BY_NAME["memfd"]
 FILE_LOCKS = KINDS_BY_NAME["file-locks"]
+REMAP_FPATH = KINDS_BY_NAME["remap-fpath"]
+GHOST_FILE = KINDS_BY_NAME["ghost-file"]
 #: The contents of a shmem file (shared anonymous memory, memfd, System V segment), named by
 #: its inode number; vaddr is the offset in the file. magic.h: SHMEM_PAGEMAP_MAGIC is
 #: PAGEMAP_MAGIC, and crit shows them as PAGEMAP: a pagemap by another file name, which

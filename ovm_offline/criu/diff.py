@@ -52,11 +52,11 @@ from .diff_rules import (
     ID_FIELDS,
     KOBJ_FIELDS,
     NAME_ID_CLASS,
-    NESTED_KEYS,
     VMA_FILE_MAPPED,
     ZOMBIE_IGNORES,
     IgnoreRule,
     fill_version_twins,
+    nested_key,
     written_by_criu3,
     zombie_entries,
 )
@@ -266,7 +266,7 @@ def _compare_values(c: _Collector, image: str, entry: str, path: str, ours: Any,
             _compare_values(c, image, entry, f"{path}.{k}", ours.get(k, ABSENT), theirs.get(k, ABSENT))
         return
     if isinstance(ours, list) and isinstance(theirs, list):
-        key = NESTED_KEYS.get(re.sub(r"\[[^\]]*\]", "", path))
+        key = nested_key(re.sub(r"\[[^\]]*\]", "", path))
         pairs = _pair(ours, theirs, key)
         for label, o, t in pairs:
             _compare_values(c, image, entry, f"{path}[{label}]", o, t)
@@ -296,10 +296,12 @@ def _pair(ours: list[Any], theirs: list[Any], key: str | None) -> list[tuple[str
 def _entries(img: images.Image, ids: IdMap) -> list[dict[str, Any]]:
     sub = _substitute(ids)
     out = []
-    for msg, payload in zip(img.entries, img.payloads):
+    for idx, (msg, payload) in enumerate(zip(img.entries, img.payloads)):
         d = show.message_to_dict(msg, "pretty", substitute=sub)
         fill_version_twins(img.kind.name, d)
-        if img.kind.payload_fields and msg.DESCRIPTOR is img.kind.message.DESCRIPTOR:  # type: ignore[union-attr]
+        if idx == 0 and img.kind.head is not None and img.kind.head_data_to_end(msg):  # a ghost file's contents
+            d["extra"] = show.render_bytes(payload)
+        elif img.kind.payload_fields and msg.DESCRIPTOR is img.kind.message.DESCRIPTOR:  # type: ignore[union-attr]
             d["extra"] = show.render_bytes(payload)
         out.append(d)
     return out
@@ -308,7 +310,7 @@ def _entries(img: images.Image, ids: IdMap) -> list[dict[str, Any]]:
 def _compare_image(c: _Collector, cname: str, kind: ImageKind, ours: images.Image, theirs: images.Image,
                    ids_o: IdMap, ids_t: IdMap) -> None:  # fmt: skip
     eo, et = _entries(ours, ids_o), _entries(theirs, ids_t)
-    if kind.head is not None:  # pagemap: the head is not an entry like the others
+    if kind.head is not None and kind.head_data_field is None:  # pagemap: the head is not an entry like the others
         _compare_values(c, cname, "head", f"{kind.name}.head", eo[0], et[0])
         return  # runs are compared as pages by _compare_pages
     if kind.single:

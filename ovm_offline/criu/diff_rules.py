@@ -30,6 +30,7 @@ __all__ = [
     "KOBJ_FIELDS",
     "NAME_ID_CLASS",
     "NESTED_KEYS",
+    "nested_key",
     "VMA_FILE_MAPPED",
     "ZOMBIE_IGNORES",
 ]
@@ -40,14 +41,17 @@ class IgnoreRule:
     """A field path pattern and why it may differ.
 
     Paths start with the image kind ("core", "mm", "stats") and use "." between fields and
-    "[...]" for list elements; "*" matches one field name, "[*]" any element. A rule matching
-    a prefix of a path ignores everything below it ("timens" ignores the whole image). A rule
-    with `bits` ignores an integer field only where the two values differ in those bits alone.
+    "[...]" for list elements; "*" matches one field name, "[*]" any element, "**" anything
+    (fields and elements at any depth). A rule matching a prefix of a path ignores everything
+    below it ("timens" ignores the whole image). A rule with `bits` ignores an integer field only
+    where the two values differ in those bits alone; one with `theirs_not` only where ours is
+    absent and theirs has a "value" other than that one.
     """
 
     pattern: str
     reason: str
     bits: int = 0
+    theirs_not: str | None = None
 
     def matches(self, path: str) -> bool:
         return _rule_re(self.pattern).match(path) is not None
@@ -55,13 +59,21 @@ class IgnoreRule:
     def covers(self, path: str, ours: object, theirs: object) -> bool:
         if not self.matches(path):
             return False
+        if self.theirs_not is not None:
+            return ours == ABSENT and isinstance(theirs, dict) and theirs.get("value") != self.theirs_not
         if not self.bits:
             return True
         return isinstance(ours, int) and isinstance(theirs, int) and not (ours ^ theirs) & ~self.bits
 
 
 def _rule_re(pattern: str) -> re.Pattern[str]:
-    rx = re.escape(pattern).replace(r"\[\*\]", r"\[[^\]]*\]").replace(r"\*", r"[^.\[\]]+")
+    rx = (
+        re.escape(pattern)
+        .replace(r"\*\*", "\0")
+        .replace(r"\[\*\]", r"\[[^\]]*\]")
+        .replace(r"\*", r"[^.\[\]]+")
+        .replace("\0", ".*")
+    )
     return re.compile(rx + r"(?=$|[.\[])")
 
 
@@ -108,6 +120,12 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
         "of the dump",
     ),
     IgnoreRule("pagemap.head.pages_id", "names pages-N.img, a dump-local counter; pages are compared by content"),
+    IgnoreRule(
+        "cgroup.**.properties[name=cgroup.type]",
+        'CRIU 4.x restores cgroup.type only when "threaded" (the only value the kernel takes; 3.x would fail'
+        " writing another): ours save it only then",
+        theirs_not="threaded",
+    ),
 )
 
 ABSENT = "<absent>"  # value shown for a missing image, entry, field or page
@@ -177,7 +195,17 @@ ZOMBIE_IGNORES: tuple[IgnoreRule, ...] = (
 
 ENTRY_KEYS = {"files": "id", "fdinfo": "fd", "pstree": "pid", "mountpoints": "mnt_id", "tty-info": "id",
               "pipes-data": "pipe_id", "fifo-data": "pipe_id"}  # fmt: skip
-NESTED_KEYS = {"mm.vmas": "start", "cgroup.sets": "id"}
+#: a nested list's path without its elements' labels ("**" as in IgnoreRule) -> its key field
+NESTED_KEYS = {"mm.vmas": "start", "cgroup.sets": "id", "cgroup.**.properties": "name"}
+
+
+def nested_key(path: str) -> str | None:
+    """The key field of the nested list at `path` (labels of elements already stripped)."""
+    for pattern, key in NESTED_KEYS.items():
+        if _rule_re(pattern).fullmatch(path):
+            return key
+    return None
+
 
 FILE_IDENTITY = {  # file_entry sub-message -> field naming the object, for readable keys
     "reg": "name", "pipe": "pipe_id", "fifo": "pipe_id", "tty": "tty_info_id", "usk": "ino",
@@ -215,6 +243,19 @@ CRIU4_ONLY: tuple[IgnoreRule, ...] = (
     IgnoreRule("files.isk.ip_opts.pktinfo", _CRIU3_LACKS),
     IgnoreRule("files.isk.ip_opts.tos", _CRIU3_LACKS),
     IgnoreRule("files.isk.ip_opts.ttl", _CRIU3_LACKS),
+    IgnoreRule("cgroup.controllers[*].is_threaded", _CRIU3_LACKS),
+    *(
+        IgnoreRule(
+            f"cgroup.**.properties[name={name}]", "CRIU 3.x saves no such cgroup v2 file (4.x does, and ours do)"
+        )
+        for name in (
+            "cgroup.subtree_control",
+            "cgroup.max.descendants",
+            "cgroup.max.depth",
+            "cgroup.freeze",
+            "cgroup.type",
+        )
+    ),
 )
 
 _CRIU4_MOVED = "CRIU 4.x writes this in tcp_opts instead (ours write both: 3.x reads only this one)"
@@ -226,6 +267,10 @@ CRIU3_ONLY: tuple[IgnoreRule, ...] = (
     IgnoreRule("files.isk.opts.tcp_keepintvl", _CRIU4_MOVED),
     IgnoreRule("tcp-stream.nodelay", _CRIU4_MOVED),
     IgnoreRule("tcp-stream.cork", _CRIU4_MOVED),
+    IgnoreRule(
+        "cgroup.**.properties[name=cgroup.procs]",
+        "CRIU 4.x saves the cgroup v2 files of its own list instead (ours hold both: 3.x restores this one)",
+    ),
 )
 
 

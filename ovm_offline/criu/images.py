@@ -28,6 +28,7 @@ __all__ = [
     "FIFO_DATA",
     "FILES",
     "FILE_LOCKS",
+    "GHOST_FILE",
     "FS",
     "IDS",
     "INVENTORY",
@@ -50,6 +51,7 @@ __all__ = [
     "PE_PRESENT",
     "PIPES_DATA",
     "PSTREE",
+    "REMAP_FPATH",
     "Page",
     "SECCOMP",
     "SERVICE_MAGIC",
@@ -93,6 +95,7 @@ from .descriptors import (
     FILE_LOCKS,
     FILES,
     FS,
+    GHOST_FILE,
     IDS,
     INVENTORY,
     IPCNS_SHM,
@@ -113,6 +116,7 @@ from .descriptors import (
     PE_PRESENT,
     PIPES_DATA,
     PSTREE,
+    REMAP_FPATH,
     SECCOMP,
     SERVICE_MAGIC,
     SHMEM_PAGEMAP,
@@ -193,7 +197,10 @@ def decode_image(data: bytes | memoryview, name: str = "<image>") -> Image:
             raise ImageError(f"{name}: entry {idx}: {cls.DESCRIPTOR.name} lacks required {', '.join(missing)}")
         off += size
         payload = b""
-        if kind.payload_fields and cls is kind.message:
+        if idx == 0 and cls is kind.head and kind.head_data_to_end(msg):
+            payload = view[off:].tobytes()
+            off = len(view)
+        elif kind.payload_fields and cls is kind.message:
             n = kind.payload_size(msg)
             if n > len(view) - off:
                 raise ImageError(f"{name}: entry {idx}: {n} payload bytes announced, {len(view) - off} left")
@@ -258,7 +265,7 @@ def encode_image(kind: ImageKind, entries: Sequence[Entry], payloads: Sequence[b
         return b"".join(bytes(p) for p in payloads or ())
     name = kind.filename("N") if "{id}" in kind.pattern else kind.pattern
     _check_count(kind, entries, name)
-    if kind.payload_fields:
+    if kind.payload_fields or kind.head_data_field:
         if payloads is not None and len(payloads) != len(entries):
             raise ImageError(f"{name}: {len(entries)} entries but {len(payloads)} payloads")
     elif payloads is not None and any(payloads):
@@ -284,7 +291,11 @@ def encode_image(kind: ImageKind, entries: Sequence[Entry], payloads: Sequence[b
             raise ImageError(f"{name}: entry {idx}: {_one_line(e)}") from None
         out.write(_U32.pack(len(body)))
         out.write(body)
-        if kind.payload_fields and cls is kind.message:
+        if idx == 0 and cls is kind.head and kind.head_data_to_end(msg):
+            if len(entries) > 1:
+                raise ImageError(f"{name}: entries after a head whose data runs to the end of the image")
+            out.write(bytes(payloads[0]) if payloads is not None else b"")
+        elif kind.payload_fields and cls is kind.message:
             payload = bytes(payloads[idx]) if payloads is not None else b""
             want = kind.payload_size(msg)
             if len(payload) != want:

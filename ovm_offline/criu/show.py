@@ -196,9 +196,11 @@ def image_to_dict(img: images.Image, style: Style = "pretty") -> dict[str, Any]:
             summary["pages"] = len(data) // images.PAGE_SIZE
         return {"kind": kind.name, "raw": summary}
     entries = []
-    for msg, payload in zip(img.entries, img.payloads):
+    for idx, (msg, payload) in enumerate(zip(img.entries, img.payloads)):
         d = message_to_dict(msg, style)
-        if kind.payload_fields and msg.DESCRIPTOR is kind.message.DESCRIPTOR:  # type: ignore[union-attr]
+        if idx == 0 and kind.head is not None and kind.head_data_to_end(msg):  # a ghost file's contents
+            d["extra"] = _render_payload(payload, style)
+        elif kind.payload_fields and msg.DESCRIPTOR is kind.message.DESCRIPTOR:  # type: ignore[union-attr]
             if len(kind.payload_fields) == 1:
                 d["extra"] = _render_payload(payload, style)
             else:  # as crit shows tcp-stream: {"inq": ..., "outq": ...}

@@ -39,6 +39,7 @@ from ..kernel.fs.locks import file_locks
 from ..kernel.task.pid import pid_nr_ns, pid_type
 from ..kernel.task.tasks import task_comm, task_pid
 from ..state import Fd, FileIdentity, FileKindName, FsState, OpenFile, Owner
+from .ghost import Ghosts
 
 __all__ = ["F_OWNER_PGRP", "F_OWNER_PID", "extract_files", "extract_fs", "file_owner_state"]
 
@@ -149,37 +150,40 @@ def path_identity(path: Struct) -> FileIdentity:
     )
 
 
-def _removed_directory(path: Struct, identity: FileIdentity, which: str) -> str | None:
-    """Why a cwd or root directory cannot be saved by its path, or None: it was removed (CRIU
-    writes a ghost directory), or it is the /proc directory of a process that has exited
+def _directory(path: Struct, identity: FileIdentity, which: str, ghosts: Ghosts) -> FileIdentity:
+    """The identity of a cwd or root directory as CRIU saves it: a removed one with its ghost
+    directory. UnsupportedError when it is the /proc directory of a process that has exited
     (CRIU writes a remap to a dead process's directory)."""
     if not identity.deleted:
-        return None
-    if dcache.inode_sb_magic(path.dentry.d_inode) == PROC_SUPER_MAGIC:
-        return (
+        return identity
+    inode = path.dentry.d_inode
+    if dcache.inode_sb_magic(inode) == PROC_SUPER_MAGIC:
+        raise UnsupportedError(
             f"its {which} {identity.path} is the /proc directory of a process that has exited; CRIU saves"
             " it as a dead-process remap, which ovm-offline does not write yet"
         )
-    return (
-        f"its {which} {identity.path} was removed; CRIU saves it as a ghost directory, which ovm-offline"
-        " does not write yet"
-    )
+    try:
+        return ghosts.named(identity, inode)
+    except UnsupportedError as e:
+        raise UnsupportedError(f"its {which}: {e}") from None
 
 
-def extract_fs(prog: Program, task: Struct) -> FsState:
-    """cwd, root and umask of a ``struct task_struct`` (its fs_struct). UnsupportedError when
-    either directory has no path to reopen."""
+def extract_fs(prog: Program, task: Struct, ghosts: Ghosts | None = None) -> FsState:
+    """cwd, root and umask of a ``struct task_struct`` (its fs_struct), a removed directory
+    with its ghost (pass one `ghosts` for a dump). UnsupportedError when either directory has
+    no path to reopen and cannot be saved as a ghost."""
     fs = task_fs(task)
     if fs is None:
         raise GuestDataError(f"pid {task_pid(task)} has no fs_struct (it has exited)")
+    ghosts = Ghosts() if ghosts is None else ghosts
     try:
         pwd, root = fs_pwd(fs), fs_root(fs)
-        state = FsState(cwd=path_identity(pwd), root=path_identity(root), umask=fs_umask(fs))
-        why = _removed_directory(pwd, state.cwd, "current directory") or _removed_directory(
-            root, state.root, "root directory"
+        cwd = _directory(pwd, path_identity(pwd), "current directory", ghosts)
+        state = FsState(
+            cwd=cwd, root=_directory(root, path_identity(root), "root directory", ghosts), umask=fs_umask(fs)
         )
     except GuestDataError as e:
         raise GuestDataError(f"pid {task_pid(task)}: fs_struct at 0x{int(fs):x}: {e}") from None
-    if why is not None:
-        raise UnsupportedError(f"PID {task_pid(task)} ({task_comm(task)}): {why}")
+    except UnsupportedError as e:
+        raise UnsupportedError(f"PID {task_pid(task)} ({task_comm(task)}): {e}") from None
     return state

@@ -39,7 +39,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..errors import GuestDataError
+from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Struct
 from ..kernel.core.paging import PAGE_SIZE, PTE_PRESENT, NonPresent, Run
 from ..kernel.fs import dcache
@@ -61,6 +61,7 @@ from ..kernel.mm.mmap import (
 )
 from ..kernel.task.tasks import task_comm
 from ..state import MmState, PageRun, SharedMemory, Vma
+from .ghost import Ghosts
 from .shmem import shared_memory_of
 
 if TYPE_CHECKING:
@@ -289,16 +290,25 @@ def task_mm_at_rest(prog: Program, task: Struct, allow_busy: bool) -> Struct:
     return mm
 
 
-def mm_vmas(prog: Program, mm: Struct, shmem_cache: dict[int, SharedMemory]) -> list[tuple[Struct | None, Vma]]:
+def mm_vmas(
+    prog: Program, mm: Struct, shmem_cache: dict[int, SharedMemory], ghosts: Ghosts
+) -> list[tuple[Struct | None, Vma]]:
     """(``struct vm_area_struct``, `Vma`) of every VMA of a ``struct mm_struct``, those of shmem
-    files with their `SharedMemory` (read once per file through `shmem_cache`)."""
+    files with their `SharedMemory` (read once per file through `shmem_cache`), those of files
+    with no name left with their ghost (UnsupportedError when one cannot be saved)."""
     pairs: list[tuple[Struct | None, Vma]] = [(k, vma_to_state(k, mm)) for k in for_each_vma(mm)]
     for kvma, v in pairs:
         f = vma_file(kvma) if kvma is not None else None
-        if f is not None:
-            v.shmem = shared_memory_of(prog, f, shmem_cache)
-            if v.shmem is not None and v.shmem.sysv:
-                v.flags |= MAP_ANONYMOUS  # handle_vma: a System V segment is anonymous shared memory
+        if f is None:
+            continue
+        v.shmem = shared_memory_of(prog, f, shmem_cache)
+        if v.shmem is not None and v.shmem.sysv:
+            v.flags |= MAP_ANONYMOUS  # handle_vma: a System V segment is anonymous shared memory
+        if v.shmem is None and v.file is not None:
+            try:
+                v.file = ghosts.named(v.file, dcache.file_inode(f))
+            except UnsupportedError as e:
+                raise UnsupportedError(f"its mapping 0x{v.start:x}-0x{v.end:x} of {e}") from None
     return pairs
 
 
@@ -311,6 +321,7 @@ def extract_mm(
     skip_huge_zero: bool = False,
     allow_busy: bool = False,
     shmem_cache: dict[int, SharedMemory] | None = None,
+    ghosts: Ghosts | None = None,
 ) -> MmState:
     """The memory of a ``struct task_struct`` (a thread-group leader with an mm) as an
     `MmState`: VMAs, mm fields, auxv (cut to CRIU's 44 words) and the page runs CRIU
@@ -319,9 +330,18 @@ def extract_mm(
     Raises MmBusyError when a task held the mm's mmap_lock for write at capture time,
     unless `allow_busy`. VMAs of shmem files (shared anonymous memory, memfds, System V
     segments) get their `SharedMemory`; pass one `shmem_cache` dict for every process of
-    a dump so that each shmem file is read once."""
+    a dump so that each shmem file is read once, and one `ghosts` for files with no name
+    left (mapped, or the executable), whose inodes are saved as ghost files.
+    UnsupportedError, naming the process, when one of those cannot be saved."""
     mm = task_mm_at_rest(prog, task, allow_busy)
-    pairs = mm_vmas(prog, mm, {} if shmem_cache is None else shmem_cache)
+    ghosts = Ghosts() if ghosts is None else ghosts
+    exe = mm_exe_file(mm)
+    try:
+        pairs = mm_vmas(prog, mm, {} if shmem_cache is None else shmem_cache, ghosts)
+        exe_file = ghosts.named(dcache.file_identity(exe), dcache.file_inode(exe)) if exe is not None else None
+    except UnsupportedError as e:
+        what = str(e) if str(e).startswith("its mapping") else f"its executable: {e}"
+        raise UnsupportedError(f"PID {task.pid} ({task_comm(task)}): {what}") from None
     vsys = vsyscall_vma(mm)
     if vsys is not None:
         pairs.append((None, vsys))
@@ -331,7 +351,6 @@ def extract_mm(
     pages, zero, swapped = select_pages(
         prog, mm, pairs, lazy_ok=lazy_ok, criu_compat=criu_compat, skip_huge_zero=skip_huge_zero
     )
-    exe = mm_exe_file(mm)
     return MmState(
         start_code=mm.start_code,
         end_code=mm.end_code,
@@ -345,7 +364,7 @@ def extract_mm(
         env_start=mm.env_start,
         env_end=mm.env_end,
         auxv=mm_saved_auxv(mm)[:CRIU_AUXV_WORDS],
-        exe_file=dcache.file_identity(exe) if exe is not None else None,
+        exe_file=exe_file,
         vmas=merge_vvar([v for _k, v in pairs]),
         dumpable=task_dumpable(task),
         thp_disabled=mm_thp_disabled(mm),

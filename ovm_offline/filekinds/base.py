@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..criu.build.files import KindWriter
+from ..extract.ghost import Ghosts
 from ..state import Fd, FileKindName, FileState, OpenFile, SharedMemory
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class ExtractContext:
     # shmem files by inode address, shared with the mappings of them (extract/mm.py), so an inode
     # both mapped and open is read once
     shmem: dict[int, SharedMemory] = dataclasses.field(default_factory=dict)
+    # files with no name left, shared with the mappings and cwds of them (extract/ghost.py)
+    ghosts: Ghosts = dataclasses.field(default_factory=Ghosts)
 
     def cache(self, kind: str) -> dict[int, Any]:
         return self.shared.setdefault(kind, {})

@@ -1,41 +1,48 @@
 """Regular files, directories, symlinks and device files other than ttys (CRIU saves /dev/null
-as a regular file): the common OpenFile fields are all CRIU records (reg_file_entry)."""
+as a regular file): the common OpenFile fields are all CRIU records (reg_file_entry), and for
+one with no name left (unlinked while open, a directory removed) the ghost file CRIU recreates
+it from (extract/ghost.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..criu.build.common import F
 from ..criu.build.files import ExtraImage, FileTable
-from ..state import OpenFile
-from .base import S_IFBLK, S_IFCHR, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, FileKind, Marks, Saved
+from ..kernel.core.objects import Pointer
+from ..kernel.fs.dcache import file_inode
+from ..state import FileState, GhostFile, OpenFile
+from .base import S_IFBLK, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, ExtractContext, FileKind, Marks, Saved
 
-__all__ = ["KIND"]
+__all__ = ["KIND", "RegularState"]
+
+
+@dataclasses.dataclass
+class RegularState(FileState):
+    """The inode of a file with no name left, which restore recreates (None for the others)."""
+
+    ghost: GhostFile | None = None
+
+
+def extract_regular(ctx: ExtractContext, f: OpenFile, file: Pointer) -> RegularState:
+    return RegularState(ghost=ctx.ghosts.named(f.identity, file_inode(file)).ghost)
 
 
 class RegularWriter:
     fd_type = F.REG
 
     def write(self, table: FileTable, f: OpenFile) -> int:
-        return table.regular(f.identity, f.flags, f.pos, key=("file", f.key), owner=f.owner)
+        assert isinstance(f.state, RegularState)
+        identity = dataclasses.replace(f.identity, ghost=f.state.ghost)
+        return table.regular(identity, f.flags, f.pos, key=("file", f.key), owner=f.owner)
 
     def images(self, table: FileTable) -> list[ExtraImage]:
         return []
-
-
-def unsaved_regular_file(f: OpenFile) -> str | None:
-    """Why a regular file, directory or device node cannot be saved as a path, or None: one
-    unlinked while open has no path to reopen (CRIU saves its contents as a ghost file)."""
-    if f.identity.deleted:
-        what = "a directory removed" if f.identity.mode & S_IFMT == S_IFDIR else "a file unlinked"
-        return (
-            f"{what} while open ({f.identity.path}); CRIU saves it as a ghost file, which ovm-offline"
-            " does not write yet"
-        )
-    return None
 
 
 KIND = FileKind(
     name="reg",
     noun="a file",
     marks=Marks(modes=(S_IFREG, S_IFDIR, S_IFLNK, S_IFBLK, S_IFCHR)),
-    saved=Saved(writer=RegularWriter, fd_type=F.REG, check=unsaved_regular_file),
+    saved=Saved(writer=RegularWriter, fd_type=F.REG, state_type=RegularState, extract=extract_regular),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .cpu import REGISTER_NAMES, FpuState, Registers, TlsEntry
 from .files import OFFSET_MAX, Fd, FileKindName, FileLock, FileLockKind, FileState, FsState, OpenFile, Owner
-from .mm import FileIdentity, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
+from .mm import FileIdentity, GhostFile, MmState, PageRun, SharedMemory, UserWrite, Vma, VmaKind
 from .ns import (
     CgroupDir,
     CgroupNamespaceState,
@@ -49,6 +49,7 @@ __all__ = [
     "Credentials",
     "Fd",
     "FileIdentity",
+    "GhostFile",
     "FileKindName",
     "FileLock",
     "FileLockKind",

@@ -8,7 +8,27 @@ from typing import Literal
 #: What a VMA is, as /proc/PID/maps names it (a file mapping is "file").
 VmaKind = Literal["anon", "file", "heap", "stack", "vdso", "vvar", "vsyscall"]
 
-__all__ = ["VmaKind", "FileIdentity", "Vma", "PageRun", "SharedMemory", "MmState", "UserWrite"]
+__all__ = ["VmaKind", "FileIdentity", "GhostFile", "Vma", "PageRun", "SharedMemory", "MmState", "UserWrite"]
+
+
+@dataclasses.dataclass
+class GhostFile:
+    """The inode of a file with no name left (unlinked, or a directory removed, while an fd, a
+    mapping or a cwd holds it): what CRIU's ghost-file image recreates it from at restore."""
+
+    dev: int  # st_dev: the user-visible encoding of its file system's s_dev
+    ino: int
+    mode: int
+    uid: int
+    gid: int
+    rdev: int  # st_rdev of a device node (user-visible encoding), else 0
+    atime: tuple[int, int]  # (seconds, nanoseconds)
+    mtime: tuple[int, int]
+    size: int
+    # (offset, bytes) of every stretch of data lseek(SEEK_DATA/SEEK_HOLE) finds, ascending,
+    # within size: a regular file's contents, its holes left out
+    data: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    symlink_target: str | None = None  # of a symbolic link (undecodable bytes as surrogates)
 
 
 @dataclasses.dataclass
@@ -24,6 +44,7 @@ class FileIdentity:
     deleted: bool = False  # unlinked: `path` is where it was (no " (deleted)" suffix)
     build_id: bytes | None = None  # NT_GNU_BUILD_ID of an ELF file, from the page cache
     mnt_id: int = 0  # the id of the mount it was reached through (mountinfo's first field)
+    ghost: GhostFile | None = None  # its inode, when it has no name left to reopen it by
 
 
 @dataclasses.dataclass

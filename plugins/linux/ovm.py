@@ -92,6 +92,12 @@ class Dump(interfaces.plugins.PluginInterface):
                 default=False,
                 optional=True,
             ),
+            requirements.IntRequirement(
+                name="ghost_limit",
+                description="The most bytes a file unlinked while open may hold to be saved (criu's --ghost-limit)",
+                default=1 << 20,
+                optional=True,
+            ),
         ]
 
     def _generator(self) -> Iterator[tuple[int, tuple]]:
@@ -106,6 +112,7 @@ class Dump(interfaces.plugins.PluginInterface):
             self.config["images_dir"],
             force=self.config.get("force"),
             file_locks=bool(self.config.get("file_locks")),
+            ghost_limit=int(self.config.get("ghost_limit") or 1 << 20),
         )
         yield (
             0,

@@ -67,6 +67,8 @@ class CgroupSets:
                 entry.sets.add(id=sid, ctls=[member])
         ctl = entry.controllers.add(cnames=[""])
         ctl.dirs.extend(_cg_dir_entry(h, 0) for h in self.heads)
+        # CRIU 4.x: a threaded cgroup below makes the hierarchy threaded (3.17 has no such field)
+        ctl.is_threaded = any(_threaded(h) for h in self.heads)
         return entry
 
 
@@ -84,6 +86,12 @@ def _find_dir(path: str, dirs: list[_CgDir]) -> tuple[str, _CgDir | None]:
             where, match = _find_dir(path, d.children)
             return ("parent", d) if where == "none" else (where, match)
     return "none", None
+
+
+def _threaded(node: _CgDir) -> bool:
+    if any(p.name == "cgroup.type" and p.value == "threaded" for p in node.dir.properties):
+        return True
+    return any(_threaded(c) for c in node.children)
 
 
 def _perms(p: CgroupPerms) -> N.cgroup_perms:

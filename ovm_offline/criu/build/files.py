@@ -2,7 +2,8 @@
 the order CRIU meets files. The entries of each kind of open file, and the images a kind writes
 of its own (tty-info, pipes-data, sk-queues, ...), come from that kind's `KindWriter`
 (ovm_offline.filekinds): this table only hands out ids, keeps CRIU's order and writes regular
-files, which everything refers to (exe, mappings, cwd, root, a tty's or FIFO's path)."""
+files, which everything refers to (exe, mappings, cwd, root, a tty's or FIFO's path), with the
+ghost file of one that has no name left and its remap-fpath entry."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import NamedTuple, Protocol
 
 from google.protobuf.message import Message
 
-from ...state import FileIdentity, OpenFile, Owner, SharedMemory
+from ...state import FileIdentity, GhostFile, OpenFile, Owner, SharedMemory
 from .. import images
 from .common import U64, F, fown
 
@@ -20,6 +21,9 @@ __all__ = ["FD_CLOEXEC", "ExtraImage", "FileTable", "KindWriter", "has_size"]
 
 FD_CLOEXEC = 1
 O_ACCMODE, O_WRONLY, O_APPEND = 0o3, 0o1, 0o2000
+S_IFMT, S_IFREG, S_IFLNK, S_IFCHR, S_IFBLK = 0o170000, 0o100000, 0o120000, 0o020000, 0o060000
+#: criu's GHOST_CHUNKS_THRESH: a regular file this big or more is written as chunks of data
+GHOST_CHUNKS_THRESH = 3 * 4096
 
 
 #: An image a kind writes besides files.img: its kind, entries, and the raw bytes after each
@@ -72,6 +76,10 @@ class FileTable:
         #: criu does when the tree has a network namespace of its own (gen_uncon_sk asks the
         #: socket for it then; set by write_dump)
         self.inet_ns_ids = False
+        # ghost files by (dev, ino), numbered from 1 as met, and the remap of each file to one
+        self._ghost_ids: dict[tuple[int, int], int] = {}
+        self._ghosts: list[GhostFile] = []
+        self._remaps: list[F.remap_file_path_entry] = []
 
     def next_id(self) -> int:
         # ids are handed out when a file is met; some entries are written later (CRIU writes
@@ -111,9 +119,22 @@ class FileTable:
         build_id = identity.build_id
         if build_id:
             reg.build_id.extend(struct.unpack(f"<{len(build_id) // 4}I", build_id[: len(build_id) // 4 * 4]))
+        if identity.ghost is not None:
+            self._remaps.append(
+                F.remap_file_path_entry(orig_id=fid, remap_id=self._ghost_id(identity.ghost), remap_type=F.GHOST)
+            )
         self.entries.append(F.file_entry(type=F.REG, id=fid, reg=reg))
         self._by_key[key] = fid
         return fid
+
+    def _ghost_id(self, ghost: GhostFile) -> int:
+        """The id of ghost-file-ID.img for `ghost`'s inode: one per inode however many files
+        name it (criu's dump_ghost_remap, by device and inode number)."""
+        key = (ghost.dev, ghost.ino)
+        if key not in self._ghost_ids:
+            self._ghosts.append(ghost)
+            self._ghost_ids[key] = len(self._ghosts)
+        return self._ghost_ids[key]
 
     def open_file(self, f: OpenFile) -> int:
         """The id of the files.img entry of open file `f`, written by its kind when first met."""
@@ -127,8 +148,36 @@ class FileTable:
         return self.writers[f.kind].fd_type
 
     def images(self) -> list[ExtraImage]:
-        """Every kind's images besides files.img, those with no entries left out."""
-        return [img for w in self.writers.values() for img in w.images(self) if img.entries]
+        """Every kind's images besides files.img, those with no entries left out, and the ghost
+        files with remap-fpath.img naming the files each one stands for."""
+        kinds = [img for w in self.writers.values() for img in w.images(self) if img.entries]
+        ghosts = [ghost_image(gid, g) for gid, g in enumerate(self._ghosts, 1)]
+        remaps = [ExtraImage(images.REMAP_FPATH, list(self._remaps))] if self._remaps else []
+        return kinds + ghosts + remaps
+
+
+def ghost_image(ghost_id: int, ghost: GhostFile) -> ExtraImage:
+    """ghost-file-ID.img as criu's dump_ghost_file writes it: the inode's owner, mode, times
+    and device, then a regular file's contents, whole up to its size or, from
+    GHOST_CHUNKS_THRESH on, as a chunk entry before each stretch of data (holes left out)."""
+    entry = F.ghost_file_entry(uid=ghost.uid, gid=ghost.gid, mode=ghost.mode, dev=ghost.dev & 0xFFFFFFFF, ino=ghost.ino)
+    entry.atim.tv_sec, entry.atim.tv_usec = ghost.atime[0] & U64, ghost.atime[1] // 1000
+    entry.mtim.tv_sec, entry.mtim.tv_usec = ghost.mtime[0] & U64, ghost.mtime[1] // 1000
+    file_type = ghost.mode & S_IFMT
+    if file_type in (S_IFCHR, S_IFBLK):
+        entry.rdev = ghost.rdev & 0xFFFFFFFF
+    if file_type == S_IFLNK and ghost.symlink_target is not None:
+        entry.symlnk_target = ghost.symlink_target
+    if file_type != S_IFREG:
+        return ExtraImage(images.GHOST_FILE, [entry], [b""], ghost_id)
+    if ghost.size < GHOST_CHUNKS_THRESH:
+        whole = bytearray(ghost.size)
+        for off, data in ghost.data:
+            whole[off : off + len(data)] = data
+        return ExtraImage(images.GHOST_FILE, [entry], [bytes(whole)], ghost_id)
+    entry.chunks, entry.size = True, ghost.size
+    chunks = [F.ghost_chunk_entry(len=len(data), off=off) for off, data in ghost.data]
+    return ExtraImage(images.GHOST_FILE, [entry, *chunks], [b"", *(data for _, data in ghost.data)], ghost_id)
 
 
 def has_size(identity: FileIdentity, flags: int) -> bool:

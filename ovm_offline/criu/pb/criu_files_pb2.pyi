@@ -629,3 +629,37 @@ class remap_file_path_entry(_message.Message):
     remap_id: int
     remap_type: remap_type
     def __init__(self, orig_id: _Optional[int] = ..., remap_id: _Optional[int] = ..., remap_type: _Optional[_Union[remap_type, str]] = ...) -> None: ...
+
+class ghost_file_entry(_message.Message):
+    __slots__ = ("uid", "gid", "mode", "dev", "ino", "rdev", "atim", "mtim", "chunks", "size", "symlnk_target")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    DEV_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    RDEV_FIELD_NUMBER: _ClassVar[int]
+    ATIM_FIELD_NUMBER: _ClassVar[int]
+    MTIM_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    SYMLNK_TARGET_FIELD_NUMBER: _ClassVar[int]
+    uid: int
+    gid: int
+    mode: int
+    dev: int
+    ino: int
+    rdev: int
+    atim: _criu_common_pb2.timeval
+    mtim: _criu_common_pb2.timeval
+    chunks: bool
+    size: int
+    symlnk_target: str
+    def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., mode: _Optional[int] = ..., dev: _Optional[int] = ..., ino: _Optional[int] = ..., rdev: _Optional[int] = ..., atim: _Optional[_Union[_criu_common_pb2.timeval, _Mapping]] = ..., mtim: _Optional[_Union[_criu_common_pb2.timeval, _Mapping]] = ..., chunks: _Optional[bool] = ..., size: _Optional[int] = ..., symlnk_target: _Optional[str] = ...) -> None: ...
+
+class ghost_chunk_entry(_message.Message):
+    __slots__ = ("len", "off")
+    LEN_FIELD_NUMBER: _ClassVar[int]
+    OFF_FIELD_NUMBER: _ClassVar[int]
+    len: int
+    off: int
+    def __init__(self, len: _Optional[int] = ..., off: _Optional[int] = ...) -> None: ...

@@ -197,12 +197,12 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "fdtable.max_fds file.f_flags file.f_mode file.f_pos fpstate.size fpstate.user_xfeatures fpu.last_cpu "
         "fpu_state_config.max_features fs_struct.umask group_info.ngroups hrtimer._softexpires "
         "hrtimer.state hrtimer_clock_base.clockid task_struct.start_boottime idr.idr_base inode.i_ino inode.i_mode "
-        "inode.i_mtime_sec inode.i_nlink "
-        "iov_iter.count iov_iter.data_source iov_iter.iov_offset iov_iter.iter_type "
-        "inode.i_rdev inode.i_size ipc_ids.in_use ipc_ids.max_idx ipc_ids.next_id "
-        "ipc_namespace.mq_msg_default ipc_namespace.mq_msg_max ipc_namespace.mq_msgsize_default "
-        "ipc_namespace.mq_msgsize_max ipc_namespace.mq_queues_max ipc_namespace.msg_ctlmax "
-        "ipc_namespace.msg_ctlmnb ipc_namespace.msg_ctlmni ipc_namespace.shm_ctlall "
+        "inode.i_atime_sec inode.i_atime_nsec inode.i_mtime_sec inode.i_mtime_nsec inode.i_nlink net_device.ifindex "
+        "cgroup.subtree_control cgroup.max_descendants cgroup.max_depth cgroup_freezer_state.freeze iov_iter.count "
+        "iov_iter.data_source iov_iter.iov_offset iov_iter.iter_type inode.i_rdev inode.i_size ipc_ids.in_use "
+        "ipc_ids.max_idx ipc_ids.next_id ipc_namespace.mq_msg_default ipc_namespace.mq_msg_max "
+        "ipc_namespace.mq_msgsize_default ipc_namespace.mq_msgsize_max ipc_namespace.mq_queues_max "
+        "ipc_namespace.msg_ctlmax ipc_namespace.msg_ctlmnb ipc_namespace.msg_ctlmni ipc_namespace.shm_ctlall "
         "ipc_namespace.shm_ctlmax ipc_namespace.shm_ctlmni ipc_namespace.shm_rmid_forced "
         "kern_ipc_perm.id kern_ipc_perm.key kern_ipc_perm.mode kernel_cap_t.val kernfs_node.mode "
         "kgid_t.val ktermios.c_cflag ktermios.c_iflag ktermios.c_ispeed ktermios.c_lflag "
@@ -278,7 +278,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "fdtable.close_on_exec fdtable.open_fds kernfs_node.name qstr.name sk_buff.data "
         "sk_buff.head task_struct.clear_child_tid vm_special_mapping.name "
         "file_system_type.name mount.mnt_devname super_block.s_subtype inode.i_link"
-        " proc_ns_operations.name"
+        " proc_ns_operations.name cgroup_subsys.name"
     ),
     "struct kgid_t": (
         "cred.egid cred.fsgid cred.gid cred.sgid inode.i_gid kern_ipc_perm.cgid kern_ipc_perm.gid unix_skb_parms.gid"
@@ -290,7 +290,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "array of integer": (
         "cpuinfo_x86.x86_capability ipc_namespace.sem_ctls kernel_cap_t.cap ktermios.c_cc "
-        "mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig task_struct.comm"
+        "mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig task_struct.comm net_device.name"
         " mm_flags_t.__mm_flags"
     ),
     "pointer to void": (
@@ -334,7 +334,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct ktermios": "tty_struct.termios tty_struct.termios_locked",
     "struct list_head": (
         "cgroup_subsys_state.children dentry.d_child dentry.d_subdirs mount.mnt_child mount.mnt_mounts "
-        "task_struct.children mnt_namespace.list mount.mnt_list"
+        "task_struct.children mnt_namespace.list mount.mnt_list net.dev_base_head net_device.dev_list"
     ),
     "struct hlist_head": "dentry.d_children file_system_type.fs_supers",
     "struct hlist_node": "dentry.d_sib super_block.s_instances",
@@ -354,7 +354,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "array of struct upid": "pid.numbers",
     "pointer to struct address_space": "inode.i_mapping file.f_mapping",
     "pointer to struct anon_vma": "vm_area_struct.anon_vma",
-    "pointer to struct cgroup": "css_set.dfl_cgrp",
+    "pointer to struct cgroup": "css_set.dfl_cgrp cgroup.dom_cgrp",
+    "struct cgroup_freezer_state": "cgroup.freezer",
+    "struct kernfs_elem_dir": "kernfs_node.dir",
     "pointer to struct cgroup_namespace": "nsproxy.cgroup_ns",
     "pointer to struct css_set": "task_struct.cgroups cgroup_namespace.root_cset",
     "pointer to struct dentry_operations": "dentry.d_op",
@@ -378,7 +380,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct shmem_quota_limits": "shmem_sb_info.qlimits",
     "struct pts_mount_opts": "pts_fs_info.mount_opts",
     "struct ramfs_mount_opts": "ramfs_fs_info.mount_opts",
-    "struct rb_node": "mount.mnt_node",
+    "struct rb_node": "mount.mnt_node kernfs_node.rb",
     "pointer to struct pgd_t": "mm_struct.pgd",
     "pointer to struct pipe_buffer": "pipe_inode_info.bufs",
     "pointer to struct pipe_inode_info": "inode.i_pipe",
@@ -431,7 +433,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct netns_ipv4": "net.ipv4",
     "struct possible_net_t": "sock_common.skc_net",
     "struct qstr": "dentry.d_name",
-    "struct rb_root": "rb_root_cached.rb_root tcp_sock.out_of_order_queue mnt_namespace.mounts",
+    "struct rb_root": "rb_root_cached.rb_root tcp_sock.out_of_order_queue mnt_namespace.mounts kernfs_elem_dir.children",
     "struct rb_root_cached": "eventpoll.rbr",
     "struct refcount_t": "sock.sk_wmem_alloc",
     "struct rw_semaphore": "mm_struct.mmap_lock",
@@ -445,7 +447,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct thread_info": "task_struct.thread_info",
     "struct thread_struct": "task_struct.thread",
     "struct timerqueue_node": "hrtimer.node",
-    "struct timespec64": "timekeeper.wall_to_monotonic inode.i_mtime inode.__i_mtime",
+    "struct timespec64": "timekeeper.wall_to_monotonic inode.i_atime inode.__i_atime inode.i_mtime inode.__i_mtime",
     "struct tk_read_base": "timekeeper.tkr_mono",
     "struct vfsmount": "mount.mnt",
     "struct winsize": "tty_struct.winsize",

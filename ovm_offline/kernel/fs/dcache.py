@@ -29,6 +29,7 @@ __all__ = [
     "file_path",
     "inode_ino",
     "inode_sb_dev",
+    "inode_time",
     "mount_point_path",
     "new_encode_dev",
 ]
@@ -320,6 +321,23 @@ def inode_mode(inode: Pointer | Struct) -> int:
 def inode_ino(inode: Pointer | Struct) -> int:
     """i_ino of a ``struct inode``."""
     return inode.i_ino
+
+
+def inode_time(inode: Struct, which: str) -> tuple[int, int]:
+    """(seconds, nanoseconds) of a ``struct inode``'s access or modification time (`which`:
+    "a" or "m"): a ``struct timespec64`` ``i_Xtime`` or ``__i_Xtime``, or the pair
+    ``i_Xtime_sec``/``i_Xtime_nsec``, whichever members the kernel has."""
+    if which not in ("a", "m"):
+        raise ValueError(f"no inode time {which!r}")
+    if inode.has_member_(f"i_{which}time_sec"):
+        sec, nsec = int(inode.member_(f"i_{which}time_sec")), int(inode.member_(f"i_{which}time_nsec"))
+    else:
+        name = f"i_{which}time" if inode.has_member_(f"i_{which}time") else f"__i_{which}time"
+        ts = inode.member_(name)
+        sec, nsec = int(ts.tv_sec), int(ts.tv_nsec)
+    if not 0 <= nsec < 1_000_000_000:
+        raise GuestDataError(f"struct inode at 0x{inode.address_:x} has a time of {nsec} nanoseconds past a second")
+    return sec, nsec
 
 
 def inode_sb_dev(inode: Pointer | Struct) -> int:

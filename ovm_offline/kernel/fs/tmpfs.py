@@ -16,7 +16,7 @@ from ...errors import GuestDataError, UnsupportedError
 from ...state.ns import TmpfsFile
 from ..core.objects import Pointer, Struct
 from ..mm.shmem import PAGE_SIZE, shmem_data_pages
-from .dcache import d_unhashed, dentry_name, inode_ino, inode_mode, inode_size
+from .dcache import d_unhashed, dentry_name, inode_ino, inode_mode, inode_size, inode_time
 from .namei import WalkBudget, dentry_children
 
 __all__ = ["MAX_TMPFS_BYTES", "ByteBudget", "inode_mtime", "inode_nlink", "shmem_symlink_target", "tmpfs_files"]
@@ -35,13 +35,8 @@ class ByteBudget:
 
 
 def inode_mtime(inode: Struct) -> int:
-    """The modification time of a ``struct inode`` in whole seconds (``i_mtime`` before 6.6,
-    ``__i_mtime`` until 6.11, ``i_mtime_sec`` since)."""
-    if inode.has_member_("i_mtime_sec"):
-        return int(inode.i_mtime_sec)
-    if inode.has_member_("__i_mtime"):
-        return int(inode.member_("__i_mtime").tv_sec)
-    return int(inode.i_mtime.tv_sec)
+    """The modification time of a ``struct inode`` in whole seconds."""
+    return inode_time(inode, "m")[0]
 
 
 def inode_nlink(inode: Pointer | Struct) -> int:

@@ -19,7 +19,14 @@ from ..ds.xarray import xa_for_each
 from .mmap import page_to_pfn
 from .page import page_flags, page_index
 
-__all__ = ["SYSV_NAME_PREFIX", "file_on_shm_mnt", "shmem_data_pages", "shmem_pages_runs", "shmem_seals"]
+__all__ = [
+    "SYSV_NAME_PREFIX",
+    "file_on_shm_mnt",
+    "inode_on_shmem",
+    "shmem_data_pages",
+    "shmem_pages_runs",
+    "shmem_seals",
+]
 
 
 if TYPE_CHECKING:
@@ -54,6 +61,14 @@ def file_on_shm_mnt(file: Pointer | Struct) -> bool:
         return False
     inode = file.f_inode
     return bool(inode) and int(inode.i_sb) == sb
+
+
+def inode_on_shmem(inode: Pointer | Struct) -> bool:
+    """Whether a ``struct inode`` belongs to a shmem file system (a tmpfs, or the internal shm
+    mount): its super block's operations are ``shmem_ops``, so its page cache is its data."""
+    prog = inode.prog_
+    sb = inode.i_sb
+    return bool(sb) and prog.has_symbol("shmem_ops") and int(sb.s_op) == prog.symbol_address("shmem_ops")
 
 
 def shmem_inode_info(inode: Pointer | Struct) -> Struct:

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from ...errors import GuestDataError
 from ..core.objects import Pointer, Struct
+from ..ds.rbtree import rb_inorder
 
 __all__ = [
+    "cgroup_is_threaded",
+    "cgroup_limit_text",
     "cgroup_ns_root_path",
     "cgroup_path",
+    "cgroup_subtree_control",
+    "kernfs_children",
     "kernfs_name",
     "kernfs_path",
     "task_cgroup_ns",
@@ -29,6 +34,9 @@ __all__ = [
 NAME_MAX = 255
 PATH_MAX = 4096
 MAX_DEPTH = 1024
+#: entries of one kernfs directory walked to find a name: a cgroup's files and child cgroups
+MAX_DIR_ENTRIES = 1 << 17
+INT_MAX = (1 << 31) - 1
 
 
 def kernfs_parent(kn: Pointer) -> Pointer:
@@ -112,3 +120,49 @@ def cgroup_ns_root_path(ns: Pointer) -> str:
     if not cset or not cset.dfl_cgrp:
         raise GuestDataError(f"cgroup namespace 0x{int(ns):x} has no root cgroup")
     return cgroup_path(cset.dfl_cgrp)
+
+
+def kernfs_children(kn: Pointer, names: set[str]) -> dict[str, Pointer]:
+    """The children of the directory ``struct kernfs_node *`` `kn` named one of `names`, found
+    in one bounded walk of its ``dir.children`` rb-tree (ended once all are found)."""
+    prog = kn.prog_
+    offset = prog.member_offset("kernfs_node", "rb")
+    root = int(kn.dir.children.rb_node)
+    found: dict[str, Pointer] = {}
+    for node in rb_inorder(prog, root, name=f"children of kernfs node 0x{int(kn):x}", limit=MAX_DIR_ENTRIES):
+        child = prog.pointer("kernfs_node", node - offset)
+        name = kernfs_name(child)
+        if name in names:
+            found[name] = child
+            if len(found) == len(names):
+                break
+    return found
+
+
+def cgroup_subtree_control(cgrp: Pointer) -> str:
+    """cgroup.subtree_control of a ``struct cgroup *``: the names of the controllers it enables
+    for its children, in subsystem order, space-separated (cgroup_print_ss_mask)."""
+    prog = cgrp.prog_
+    mask = int(cgrp.subtree_control)
+    table = prog.symbol_address("cgroup_subsys")
+    names = []
+    for ssid in range(mask.bit_length()):
+        if not mask >> ssid & 1:
+            continue
+        ss = prog.pointer("cgroup_subsys", prog.read_u64(table + 8 * ssid))
+        if not ss:
+            raise GuestDataError(f"cgroup 0x{int(cgrp):x} enables controller {ssid}, which the kernel lacks")
+        names.append(ss.name.string_(NAME_MAX + 1).decode("utf-8", "backslashreplace"))
+    return " ".join(names)
+
+
+def cgroup_limit_text(value: int) -> str:
+    """cgroup.max.descendants and cgroup.max.depth as the files show an int limit: "max" for
+    INT_MAX (no limit), else the number."""
+    return "max" if value >= INT_MAX else str(value)
+
+
+def cgroup_is_threaded(cgrp: Pointer) -> bool:
+    """Whether a ``struct cgroup *`` is threaded (cgroup.type "threaded": its domain cgroup is
+    another, cgroup_is_threaded)."""
+    return int(cgrp.dom_cgrp) != int(cgrp)

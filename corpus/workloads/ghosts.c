@@ -1,0 +1,229 @@
+/* cflags: */
+/* ghosts - files with no name left, held by fds, mappings and the cwd (the state of CRIU's
+ * zdtm tests unlink_fstat00, unlink_mmap00/01, cwd01 and cwd02, set up by our own code). CRIU
+ * saves each inode as a ghost file that restore recreates beside the old path, opens and
+ * removes again.
+ *
+ *   small   5000 bytes, mode 0640, times set (atime A_SEC.A_NSEC, mtime M_SEC.M_NSEC): fd 3 at
+ *           offset 123 and fd 4 (a second open, read-only, offset 0), then unlinked
+ *   big     pages 0 and 1 and 100 bytes at page 7 written, a hole between (7 pages + 100
+ *           bytes): fd 5 at offset 4096, then unlinked; its first two pages also mapped
+ *           MAP_PRIVATE, page 1 written there (a private copy)
+ *   mapped  3 pages, mapped MAP_SHARED and written through the mapping, its fd closed, then
+ *           unlinked: only the mapping holds it
+ *   gone    a directory opened as fd 6, made the cwd, then removed
+ *
+ * Check (SIGUSR1): every fd's inode unlinked (no links), its size, mode, offset and contents
+ * (the hole still a hole to SEEK_DATA), fds 3 and 4 one inode (a write through one is read
+ * through the other, then the byte and the times put back), the times as set (atime at the
+ * first check only: reads may move it), both
+ * mappings' pages, and the cwd a removed directory that fd 6 is open on.
+ *
+ * READY line:  READY pid=P
+ * CHECK line:  CHECK OK ghosts=4
+ *              CHECK FAIL <what>[; <what>...]
+ */
+#include "common.h"
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define SMALL_SIZE 5000
+#define SMALL_POS 123
+#define BIG_SIZE (7 * 4096 + 100)
+#define BIG_POS 4096
+#define MAPPED_PAGES 3
+#define A_SEC 2000000000L
+#define A_NSEC 123456789L
+#define M_SEC 1100000000L
+#define M_NSEC 987654321L
+
+static int small, small2, big, gone;
+static unsigned char *bigmap, *sharedmap;
+static int checks;
+
+static unsigned char small_byte(int i)
+{
+	return (unsigned char)(i * 13 + 5);
+}
+
+static void tail_bytes(unsigned char *out)
+{
+	for (int i = 0; i < 100; i++)
+		out[i] = (unsigned char)(250 - i);
+}
+
+static int open_in(const char *dir, const char *name, int flags)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return open(path, flags, 0640);
+}
+
+static void unlink_in(const char *dir, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (unlink(path) < 0)
+		setup_fail("unlink %s", path);
+}
+
+static void setup(const char *dir)
+{
+	long page = 4096;
+	unsigned char buf[SMALL_SIZE];
+	for (int i = 0; i < SMALL_SIZE; i++)
+		buf[i] = small_byte(i);
+	small = open_in(dir, "small", O_RDWR | O_CREAT | O_TRUNC);
+	if (small != 3 || fchmod(small, 0640) < 0 || write_full(small, buf, SMALL_SIZE) < 0)
+		setup_fail("small");
+	small2 = open_in(dir, "small", O_RDONLY);
+	struct timespec times[2] = { { A_SEC, A_NSEC }, { M_SEC, M_NSEC } };
+	if (small2 != 4 || futimens(small, times) < 0 || lseek(small, SMALL_POS, SEEK_SET) != SMALL_POS)
+		setup_fail("small's second fd, times or offset");
+	unlink_in(dir, "small");
+
+	big = open_in(dir, "big", O_RDWR | O_CREAT | O_TRUNC);
+	unsigned char pg[4096], tail[100];
+	tail_bytes(tail);
+	if (big != 5 || ftruncate(big, BIG_SIZE) < 0)
+		setup_fail("big");
+	for (int p = 0; p < 2; p++) {
+		fill_pattern_page(pg, "ghost-big", p);
+		if (pwrite(big, pg, sizeof(pg), p * page) != (ssize_t)sizeof(pg))
+			setup_fail("big page %d", p);
+	}
+	if (pwrite(big, tail, sizeof(tail), 7 * page) != (ssize_t)sizeof(tail) || lseek(big, BIG_POS, SEEK_SET) != BIG_POS)
+		setup_fail("big's tail or offset");
+	bigmap = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE, big, 0);
+	if (bigmap == MAP_FAILED)
+		setup_fail("mmap big");
+	fill_pattern_page(bigmap + page, "ghost-private", 1);
+	unlink_in(dir, "big");
+
+	int m = open_in(dir, "mapped", O_RDWR | O_CREAT | O_TRUNC);
+	if (m < 0 || ftruncate(m, MAPPED_PAGES * page) < 0)
+		setup_fail("mapped");
+	sharedmap = mmap(NULL, MAPPED_PAGES * page, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+	if (sharedmap == MAP_FAILED)
+		setup_fail("mmap mapped");
+	for (int p = 0; p < MAPPED_PAGES; p++)
+		fill_pattern_page(sharedmap + p * page, "ghost-shared", p);
+	close(m);
+	unlink_in(dir, "mapped");
+
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/gone", dir);
+	if (mkdir(path, 0750) < 0 && errno != EEXIST)
+		setup_fail("mkdir gone");
+	gone = open(path, O_RDONLY | O_DIRECTORY);
+	if (gone != 6 || chdir(path) < 0 || rmdir(path) < 0)
+		setup_fail("gone");
+}
+
+static void check_small(char *err, size_t errsz)
+{
+	struct stat st, st2;
+	if (fstat(small, &st) < 0 || fstat(small2, &st2) < 0) {
+		append(err, errsz, "small: fstat: %s; ", strerror(errno));
+		return;
+	}
+	if (st.st_nlink != 0 || st.st_size != SMALL_SIZE || st.st_mode != (S_IFREG | 0640))
+		append(err, errsz, "small: nlink %ld size %ld mode 0%o; ", (long)st.st_nlink, (long)st.st_size,
+		       (unsigned)st.st_mode);
+	/* criu keeps times to the microsecond */
+	if (st.st_mtim.tv_sec != M_SEC || st.st_mtim.tv_nsec / 1000 != M_NSEC / 1000)
+		append(err, errsz, "small: mtime %ld.%09ld; ", (long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	if (checks == 0 && (st.st_atim.tv_sec != A_SEC || st.st_atim.tv_nsec / 1000 != A_NSEC / 1000))
+		append(err, errsz, "small: atime %ld.%09ld; ", (long)st.st_atim.tv_sec, st.st_atim.tv_nsec);
+	if (st.st_ino != st2.st_ino || st.st_dev != st2.st_dev)
+		append(err, errsz, "small: fds 3 and 4 are not one inode; ");
+	if (lseek(small, 0, SEEK_CUR) != SMALL_POS || lseek(small2, 0, SEEK_CUR) != 0)
+		append(err, errsz, "small: offsets %ld/%ld; ", (long)lseek(small, 0, SEEK_CUR),
+		       (long)lseek(small2, 0, SEEK_CUR));
+	unsigned char buf[SMALL_SIZE];
+	if (pread(small2, buf, sizeof(buf), 0) != SMALL_SIZE)
+		append(err, errsz, "small: short read; ");
+	for (int i = 0; i < SMALL_SIZE; i++)
+		if (buf[i] != small_byte(i)) {
+			append(err, errsz, "small: byte %d is %d; ", i, buf[i]);
+			break;
+		}
+	unsigned char x = 'X', back = 0;
+	if (pwrite(small, &x, 1, 10) != 1 || pread(small2, &back, 1, 10) != 1 || back != 'X')
+		append(err, errsz, "small: a write through fd 3 is not read through fd 4; ");
+	x = small_byte(10);
+	struct timespec times[2] = { { A_SEC, A_NSEC }, { M_SEC, M_NSEC } };
+	if (pwrite(small, &x, 1, 10) != 1 || futimens(small, times) < 0)
+		append(err, errsz, "small: cannot put byte 10 and the times back; ");
+}
+
+static void check_big(char *err, size_t errsz)
+{
+	struct stat st;
+	if (fstat(big, &st) < 0 || st.st_nlink != 0 || st.st_size != BIG_SIZE)
+		append(err, errsz, "big: nlink %ld size %ld; ", (long)st.st_nlink, (long)st.st_size);
+	if (lseek(big, 0, SEEK_CUR) != BIG_POS)
+		append(err, errsz, "big: offset %ld; ", (long)lseek(big, 0, SEEK_CUR));
+	if (lseek(big, 2 * 4096, SEEK_DATA) != 7 * 4096)
+		append(err, errsz, "big: data after the first two pages starts at %ld; ", (long)lseek(big, 2 * 4096, SEEK_DATA));
+	if (lseek(big, BIG_POS, SEEK_SET) != BIG_POS)
+		append(err, errsz, "big: cannot put the offset back; ");
+	static unsigned char buf[BIG_SIZE];
+	if (pread(big, buf, sizeof(buf), 0) != BIG_SIZE) {
+		append(err, errsz, "big: short read; ");
+		return;
+	}
+	unsigned char tail[100];
+	tail_bytes(tail);
+	if (!page_is(buf, "ghost-big", 0) || !page_is(buf + 4096, "ghost-big", 1) || memcmp(buf + 7 * 4096, tail, 100))
+		append(err, errsz, "big: contents; ");
+	for (int i = 2 * 4096; i < 7 * 4096; i++)
+		if (buf[i]) {
+			append(err, errsz, "big: byte %d of the hole is %d; ", i, buf[i]);
+			break;
+		}
+	if (!page_is(bigmap, "ghost-big", 0) || !page_is(bigmap + 4096, "ghost-private", 1))
+		append(err, errsz, "big: its private mapping; ");
+}
+
+static void check_mapped_and_gone(char *err, size_t errsz)
+{
+	for (int p = 0; p < MAPPED_PAGES; p++)
+		if (!page_is(sharedmap + p * 4096, "ghost-shared", p))
+			append(err, errsz, "mapped: page %d; ", p);
+	struct stat cwd, fd;
+	if (stat(".", &cwd) < 0 || fstat(gone, &fd) < 0) {
+		append(err, errsz, "gone: stat: %s; ", strerror(errno));
+		return;
+	}
+	if (!S_ISDIR(cwd.st_mode) || cwd.st_nlink != 0 || (cwd.st_mode & 07777) != 0750)
+		append(err, errsz, "gone: the cwd has mode 0%o and %ld links; ", (unsigned)cwd.st_mode, (long)cwd.st_nlink);
+	if (cwd.st_ino != fd.st_ino || cwd.st_dev != fd.st_dev)
+		append(err, errsz, "gone: fd 6 is not open on the cwd; ");
+}
+
+int main(void)
+{
+	setsid();
+	sigset_t blocked, waitmask;
+	usr1_setup(&blocked, &waitmask, NULL);
+	setup(work_dir("ghosts"));
+	say("READY pid=%d", (int)getpid());
+
+	for (;;) {
+		block_set(&blocked);
+		while (!usr1_flag)
+			sigsuspend(&waitmask);
+		usr1_flag = 0;
+		char err[2048] = "";
+		check_small(err, sizeof(err));
+		check_big(err, sizeof(err));
+		check_mapped_and_gone(err, sizeof(err));
+		checks++;
+		if (err[0])
+			say("CHECK FAIL %s", err);
+		else
+			say("CHECK OK ghosts=4");
+	}
+}
