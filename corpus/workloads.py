@@ -308,16 +308,16 @@ _STOPPED = {
             run_after_restore=1.0,
             description="files with no name left: two fds on an unlinked file, an unlinked file with a hole"
             " (held open, and mapped privately), an unlinked file only a shared mapping holds, a removed"
-            " directory that is the cwd and open (zdtm unlink_fstat00, unlink_mmap00/01, cwd01, cwd02)",
+            " directory that is the cwd and open, a child's cwd in the /proc directory of its own child"
+            " reaped since (zdtm unlink_fstat00, unlink_mmap00/01, cwd01, cwd02, unhashed_proc)",
         ),
         Workload(
             "hazards",
             "hazards",
             root_key="root",
             golden=False,
-            description="a child per state zdtm checks that a dump must save or refuse by name: an unlinked"
-            " open file, a removed cwd, a cwd in an exited process's /proc dir, an nsfs fd, a pty with queued"
-            " input, a pty slave without its master",
+            description="a child per state zdtm checks that a dump must save or refuse by name: an nsfs fd,"
+            " a pty with queued input, a pty slave without its master",
         ),
         Workload(
             "inet",

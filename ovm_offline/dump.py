@@ -263,7 +263,7 @@ def extract_tree(
     pid_ns = task_active_pid_ns(root)
     if pid_ns is None:
         raise GuestDataError(f"PID {root.pid} has no PID namespace (it is exiting)")
-    shared = TreeObjects(ghosts=Ghosts(ghost_limit))
+    shared = TreeObjects(ghosts=Ghosts(ghost_limit, pid_ns))
     processes: list[ProcessState] = []
     if tree[0].exit_state & (EXIT_ZOMBIE | EXIT_DEAD):
         refusals.append(Refusal(root.pid, task_comm(root), f"PID {root.pid} ({task_comm(root)}) has exited"))

@@ -1,7 +1,9 @@
 """`ovm-offline dump` of files with no name left (the ghosts workload, the state of zdtm's
-unlink_fstat00, unlink_mmap00/01, cwd01 and cwd02): each inode held by an fd, a mapping or a cwd
-after its last name went is saved as criu saves it, a ghost-file image with its owner, mode,
-times and contents (holes left out) and a remap-fpath entry for every file that names it.
+unlink_fstat00, unlink_mmap00/01, cwd01, cwd02 and unhashed_proc): each inode held by an fd, a
+mapping or a cwd after its last name went is saved as criu saves it, a ghost-file image with its
+owner, mode, times and contents (holes left out) and a remap-fpath entry for every file that
+names it; a cwd in the /proc directory of a process that has exited as its path and a procfs
+remap to that PID, which restore gives to a helper process while it opens the directory.
 Before, an unlinked open file and a removed cwd were refused, and a mapped unlinked file was
 written as its old path, which restore would have opened whatever was there now. The general
 gates (diff against criu's images, byte-identical from every source, crit, criu restore with the
@@ -23,7 +25,7 @@ KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
 
 PAGE = 4096
-GHOST = 1  # remap_type GHOST
+GHOST, PROCFS = 1, 2  # remap_type GHOST, PROCFS
 DIR = "/run/ovm/ghosts"
 # ghosts.c's fds: small twice, big, the removed directory
 SMALL, SMALL2, BIG, GONE = 3, 4, 5, 6
@@ -31,8 +33,8 @@ SMALL, SMALL2, BIG, GONE = 3, 4, 5, 6
 
 def _ghosts(d):
     """file id -> its ghost (head entry, [(chunk entry, data)], raw data after the head)."""
-    remaps = {e.orig_id: e for e in images.read_image(d / images.REMAP_FPATH.filename()).entries}
-    assert {e.remap_type for e in remaps.values()} == {GHOST}
+    entries = images.read_image(d / images.REMAP_FPATH.filename()).entries
+    remaps = {e.orig_id: e for e in entries if e.remap_type == GHOST}
     ghosts = {}
     for fid, remap in remaps.items():
         image = images.read_image(d / images.GHOST_FILE.filename(f"{remap.remap_id:x}"))
@@ -81,6 +83,19 @@ def test_every_file_with_no_name_left_is_a_ghost_with_its_inode(dumped, kernel):
     shared = next(ghosts[v.shmid] for v in mm.vmas if v.shmid in ghosts and files[v.shmid].reg.name.endswith("mapped"))
     assert [(c.off, c.len) for c, _ in shared[2]] == [(0, 3 * PAGE)]
     assert len({g[0] for g in ghosts.values()}) == 4  # small, big, mapped, gone: one image each
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_cwd_in_an_exited_process_proc_directory_is_remapped_to_its_pid(dumped, recording, kernel):
+    procdir = int(dict(w.split("=") for w in recording(kernel, "ghosts").manifest["ready"].split()[1:])["procdir"])
+    d = dumped(kernel, "ghosts")
+    files = {e.id: e for e in images.read_image(d / images.FILES.filename()).entries}
+    fs = images.read_image(d / images.FS.filename(procdir)).entries[0]
+    name = files[fs.cwd_id].reg.name
+    # procdir's own child, killed and reaped before the dump: the helper restore forks takes its PID
+    assert name.startswith("/proc/") and int(name.removeprefix("/proc/")) > procdir, name
+    remaps = [e for e in images.read_image(d / images.REMAP_FPATH.filename()).entries if e.remap_type == PROCFS]
+    assert [(e.orig_id, e.remap_id) for e in remaps] == [(fs.cwd_id, int(name.removeprefix("/proc/")))]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -52,9 +52,49 @@ class FakeInodes(FakeKernelMemory):
                 self.set(inode, "inode", f"{name}.tv_nsec", nsec)
         return inode
 
+    def dentry(self, name: bytes, parent: int | None, sb: int, *, inode: int = 0, hashed: bool = True) -> int:
+        """A ``struct dentry`` named `name` below `parent` (its own parent when None)."""
+        dentry = self.alloc("dentry")
+        self.set(dentry, "dentry", "d_name.name", self.string(name))
+        self.set(dentry, "dentry", "d_name.len", len(name))
+        self.set(dentry, "dentry", "d_parent", dentry if parent is None else parent)
+        self.set(dentry, "dentry", "d_sb", sb)
+        self.set(dentry, "dentry", "d_inode", inode)
+        self.set(dentry, "dentry", "d_hash.pprev", 0x1000 if hashed else 0)  # any non-NULL: in the hash
+        return dentry
+
+    def path_to(self, dentry: int):
+        path = self.alloc("path")
+        self.set(path, "path", "dentry", dentry)
+        return self.prog.struct("path", path)
+
     def named(self, ghosts: Ghosts, inode: int, path: str = "/data/x"):
         identity = FileIdentity(path=path, dev=0, ino=77, size=0, mode=0, deleted=True)
-        return ghosts.named(identity, self.prog.pointer("inode", inode))
+        sb = int(self.prog.pointer("inode", inode).i_sb)
+        return ghosts.named(identity, self.path_to(self.dentry(b"x", None, sb, inode=inode, hashed=False)))
+
+
+class FakeProc(FakeInodes):
+    """A procfs mount of one PID namespace: /proc, /proc/123 (its process released when
+    `gone`), /proc/123/status and /proc/meminfo."""
+
+    def __init__(self, kernel: str, *, gone: bool) -> None:
+        super().__init__(kernel)
+        self.pid_ns = self.alloc("pid_namespace")
+        info = self.alloc("proc_fs_info")
+        self.set(info, "proc_fs_info", "pid_ns", self.pid_ns)
+        self.sb = self.alloc("super_block")
+        self.set(self.sb, "super_block", "s_magic", 0x9FA0)
+        self.set(self.sb, "super_block", "s_fs_info", info)
+        self.root = self.dentry(b"/", None, self.sb)
+        self.set(self.sb, "super_block", "s_root", self.root)
+        self.pid_dir = self.dentry(b"123", self.root, self.sb, hashed=not gone)
+        self.status = self.dentry(b"status", self.pid_dir, self.sb)
+        self.meminfo = self.dentry(b"meminfo", self.root, self.sb)
+
+    def named_at(self, ghosts: Ghosts, dentry: int, path: str, *, deleted: bool = False):
+        identity = FileIdentity(path=path, dev=0, ino=5, size=0, mode=stat.S_IFDIR | 0o555, deleted=deleted)
+        return ghosts.named(identity, self.path_to(dentry))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -66,7 +106,8 @@ def test_a_removed_directory_is_a_ghost_with_its_owner_mode_and_times(kernel):
     assert (ghost.atime, ghost.mtime, ghost.data) == ((2000000000, 123456789), (1100000000, 987654321), [])
     # a name that is still there needs no ghost
     kept = FileIdentity(path="/data/y", dev=0, ino=77, size=0, mode=0)
-    assert Ghosts().named(kept, fake.prog.pointer("inode", inode)).ghost is None
+    sb = int(fake.prog.pointer("inode", inode).i_sb)
+    assert Ghosts().named(kept, fake.path_to(fake.dentry(b"y", None, sb, inode=inode))).ghost is None
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -100,3 +141,48 @@ def test_an_impossible_time_is_bad_guest_data(kernel):
     fake = FakeInodes(kernel)
     inode = fake.inode(stat.S_IFDIR | 0o755, mtime=(1, 1_000_000_000))
     assert_one_line_error(lambda: fake.named(Ghosts(), inode), "has a time of 1000000000 nanoseconds past a second")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_file_in_an_exited_process_proc_directory_is_remapped_to_its_pid(kernel):
+    fake = FakeProc(kernel, gone=True)
+    ghosts = Ghosts(pid_ns=fake.prog.pointer("pid_namespace", fake.pid_ns))
+    # the cwd left in /proc/123 (its dentry unhashed), and a file opened below it (still hashed)
+    cwd = fake.named_at(ghosts, fake.pid_dir, "/proc/123", deleted=True)
+    assert (cwd.dead_pid, cwd.ghost, cwd.path) == (123, None, "/proc/123")
+    assert fake.named_at(ghosts, fake.status, "/proc/123/status").dead_pid == 123
+    # not below a PID's directory: kept as it is
+    assert fake.named_at(ghosts, fake.meminfo, "/proc/meminfo").dead_pid is None
+    assert fake.named_at(ghosts, fake.root, "/proc").dead_pid is None
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_live_process_proc_files_are_kept_and_what_restore_could_not_open_is_refused(kernel):
+    fake = FakeProc(kernel, gone=False)
+    ghosts = Ghosts(pid_ns=fake.prog.pointer("pid_namespace", fake.pid_ns))
+    kept = fake.named_at(ghosts, fake.status, "/proc/123/status")
+    assert (kept.dead_pid, kept.ghost) == (None, None)
+    # gone from /proc while its process directory is not (an exited thread's /proc/123/task/124)
+    task = fake.dentry(b"task", fake.pid_dir, fake.sb)
+    thread = fake.dentry(b"124", task, fake.sb, hashed=False)
+    assert_one_line_error(
+        lambda: fake.named_at(ghosts, thread, "/proc/123/task/124", deleted=True),
+        "/proc/123/task/124 is gone from /proc (a thread or an entry that has exited) while its process directory",
+        UnsupportedError,
+    )
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_an_exited_process_of_another_pid_namespace_or_a_parent_loop_is_refused(kernel):
+    fake = FakeProc(kernel, gone=True)
+    other = Ghosts(pid_ns=fake.prog.pointer("pid_namespace", fake.alloc("pid_namespace")))
+    assert_one_line_error(
+        lambda: fake.named_at(other, fake.pid_dir, "/proc/123", deleted=True),
+        "/proc/123 is in the /proc directory of PID 123, which has exited, on a proc mount of another PID namespace",
+        UnsupportedError,
+    )
+    # a hostile guest's dentries that are each other's parents, never reaching the root
+    a = fake.dentry(b"a", None, fake.sb)
+    b = fake.dentry(b"b", a, fake.sb)
+    fake.set(a, "dentry", "d_parent", b)
+    assert_one_line_error(lambda: fake.named_at(other, a, "/proc/a"), "parents (a loop)")

@@ -406,6 +406,7 @@ MEMBER_TABLE_OF_FORMAT = {
     19: "e9b92ebcc872045a",
     20: "b8a44fb57f1ccfc3",
     21: "138560b90707d153",
+    22: "0f7eecc60ebfc7fe",
 }
 
 

@@ -12,21 +12,26 @@
  *   mapped  3 pages, mapped MAP_SHARED and written through the mapping, its fd closed, then
  *           unlinked: only the mapping holds it
  *   gone    a directory opened as fd 6, made the cwd, then removed
+ *   procdir a child (forked first, holding none of the above) whose cwd is /proc/PID of its own
+ *           child, killed and reaped since (zdtm unhashed_proc): restore gives that PID to a
+ *           helper process while it opens the directory, and reaps it
  *
  * Check (SIGUSR1): every fd's inode unlinked (no links), its size, mode, offset and contents
  * (the hole still a hole to SEEK_DATA), fds 3 and 4 one inode (a write through one is read
  * through the other, then the byte and the times put back), the times as set (atime at the
  * first check only: reads may move it), both
- * mappings' pages, and the cwd a removed directory that fd 6 is open on.
+ * mappings' pages, and the cwd a removed directory that fd 6 is open on; procdir, told over a
+ * pipe, that getcwd() fails with ENOENT and /proc/self/cwd reads as before ("/proc/PID (deleted)").
  *
- * READY line:  READY pid=P
- * CHECK line:  CHECK OK ghosts=4
+ * READY line:  READY pid=P procdir=C
+ * CHECK line:  CHECK OK ghosts=4 procdir=1
  *              CHECK FAIL <what>[; <what>...]
  */
 #include "common.h"
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #define SMALL_SIZE 5000
 #define SMALL_POS 123
@@ -203,13 +208,98 @@ static void check_mapped_and_gone(char *err, size_t errsz)
 		append(err, errsz, "gone: fd 6 is not open on the cwd; ");
 }
 
+static void procdir_check(const char *was, char *err, size_t errsz)
+{
+	char buf[4096];
+	errno = 0;
+	if (getcwd(buf, sizeof(buf)))
+		append(err, errsz, "procdir: getcwd gave %s; ", buf);
+	else if (errno != ENOENT)
+		append(err, errsz, "procdir: getcwd: %s; ", strerror(errno));
+	ssize_t n = readlink("/proc/self/cwd", buf, sizeof(buf) - 1);
+	if (n < 0) {
+		append(err, errsz, "procdir: readlink /proc/self/cwd: %s; ", strerror(errno));
+		return;
+	}
+	buf[n] = 0;
+	if (strcmp(buf, was))
+		append(err, errsz, "procdir: the cwd is %s, was %s; ", buf, was);
+}
+
+/* procdir: its cwd in the /proc directory of its child, which it kills and reaps; then a verdict
+ * over `report` once set up and at every SIGUSR1 */
+static void __attribute__((noreturn)) procdir_child(int report, const sigset_t *blocked, const sigset_t *waitmask)
+{
+	pid_t gc = fork();
+	if (gc < 0)
+		setup_fail("fork procdir's child");
+	if (gc == 0)
+		for (;;)
+			pause();
+	char path[64], was[128];
+	snprintf(path, sizeof(path), "/proc/%d", (int)gc);
+	if (chdir(path) < 0)
+		setup_fail("chdir %s", path);
+	kill(gc, SIGKILL);
+	while (waitpid(gc, NULL, 0) < 0 && errno == EINTR)
+		;
+	ssize_t n = readlink("/proc/self/cwd", was, sizeof(was) - 1);
+	if (n < 0)
+		setup_fail("readlink /proc/self/cwd");
+	was[n] = 0;
+	char err[REPORT_LEN] = "";
+	procdir_check(was, err, sizeof(err));
+	if (err[0])
+		setup_fail("%s", err);
+	for (;;) {
+		if (send_report(report, err) < 0)
+			_exit(1);
+		block_set(blocked);
+		while (!usr1_flag)
+			sigsuspend(waitmask);
+		usr1_flag = 0;
+		err[0] = 0;
+		procdir_check(was, err, sizeof(err));
+	}
+}
+
+/* fork procdir; the parent's end of its pipe, above the fds the ghosts take */
+static int start_procdir(pid_t *child, const sigset_t *blocked, const sigset_t *waitmask)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		setup_fail("pipe");
+	*child = fork();
+	if (*child < 0)
+		setup_fail("fork procdir");
+	if (*child == 0) {
+		int report = fcntl(p[1], F_DUPFD, 10);
+		if (report < 0)
+			setup_fail("dup procdir's pipe");
+		close(p[0]);
+		close(p[1]);
+		procdir_child(report, blocked, waitmask);
+	}
+	int verdicts = fcntl(p[0], F_DUPFD, 10);
+	if (verdicts < 0)
+		setup_fail("dup procdir's pipe");
+	close(p[0]);
+	close(p[1]);
+	char verdict[REPORT_LEN + 1];
+	if (recv_report(verdicts, verdict) < 0 || strcmp(verdict, "OK"))
+		setup_fail("procdir's set-up (see its SETUP FAIL line)");
+	return verdicts;
+}
+
 int main(void)
 {
 	setsid();
 	sigset_t blocked, waitmask;
 	usr1_setup(&blocked, &waitmask, NULL);
+	pid_t procdir;
+	int verdicts = start_procdir(&procdir, &blocked, &waitmask);
 	setup(work_dir("ghosts"));
-	say("READY pid=%d", (int)getpid());
+	say("READY pid=%d procdir=%d", (int)getpid(), (int)procdir);
 
 	for (;;) {
 		block_set(&blocked);
@@ -220,10 +310,15 @@ int main(void)
 		check_small(err, sizeof(err));
 		check_big(err, sizeof(err));
 		check_mapped_and_gone(err, sizeof(err));
+		char verdict[REPORT_LEN + 1];
+		if (kill(procdir, SIGUSR1) < 0 || recv_report(verdicts, verdict) < 0)
+			append(err, sizeof(err), "procdir: no verdict; ");
+		else if (strcmp(verdict, "OK"))
+			append(err, sizeof(err), "%s", verdict);
 		checks++;
 		if (err[0])
 			say("CHECK FAIL %s", err);
 		else
-			say("CHECK OK ghosts=4");
+			say("CHECK OK ghosts=4 procdir=1");
 	}
 }

@@ -3,41 +3,22 @@
  * either save or refuse by name (never write as something else). Each child sets up its
  * piece, then waits in sigsuspend(); the root waits too.
  *
- *   proccwd   its cwd /proc/PID of a grandchild that has since exited (zdtm unhashed_proc)
  *   nsfd      an fd on /proc/self/ns/net                             (zdtm proc-self)
  *   ptyqueue  both ends of a pty, 7 bytes written to the master and not read (zdtm pty02)
  *   ptyorphan two fds on a pty slave whose master is closed               (zdtm pty04)
  *
  * Files live in /run/ovm/hazards/. No golden images: this tree is for a dump's refusals.
  *
- * READY line:  READY root=R proccwd=P nsfd=P ptyqueue=P ptyorphan=P
- * CHECK line:  CHECK OK children=4 (every child still alive)
+ * READY line:  READY root=R nsfd=P ptyqueue=P ptyorphan=P
+ * CHECK line:  CHECK OK children=3 (every child still alive)
  *
  * File locks and leases are the locks workload's (saved with --file-locks), a shared anonymous
- * mapping's file the memfd workload's, unlinked files and removed cwds the ghosts workload's.
+ * mapping's file the memfd workload's, unlinked files, removed cwds and a cwd in an exited
+ * process's /proc directory (zdtm unhashed_proc) the ghosts workload's.
  */
 #include "common.h"
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-
-static void proccwd(void)
-{
-	pid_t gc = fork();
-	if (gc < 0)
-		setup_fail("fork grandchild");
-	if (gc == 0) {
-		for (;;)
-			pause();
-	}
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d", (int)gc);
-	if (chdir(path) < 0)
-		setup_fail("chdir %s", path);
-	kill(gc, SIGKILL);
-	while (waitpid(gc, NULL, 0) < 0 && errno == EINTR)
-		;
-}
 
 static void nsfd(void)
 {
@@ -81,7 +62,6 @@ static const struct {
 	const char *name;
 	void (*setup)(void);
 } hazards[] = {
-	{ "proccwd", proccwd },
 	{ "nsfd", nsfd },
 	{ "ptyqueue", ptyqueue },
 	{ "ptyorphan", ptyorphan },

@@ -47,9 +47,6 @@ __all__ = ["F_OWNER_PGRP", "F_OWNER_PID", "extract_files", "extract_fs", "file_o
 if TYPE_CHECKING:
     from ..kernel.core.memory import Program
 
-#: include/uapi/linux/magic.h
-PROC_SUPER_MAGIC = 0x9FA0
-
 # include/uapi/asm-generic/fcntl.h: struct f_owner_ex types
 F_OWNER_TID = 0
 F_OWNER_PID = 1
@@ -152,18 +149,9 @@ def path_identity(path: Struct) -> FileIdentity:
 
 def _directory(path: Struct, identity: FileIdentity, which: str, ghosts: Ghosts) -> FileIdentity:
     """The identity of a cwd or root directory as CRIU saves it: a removed one with its ghost
-    directory. UnsupportedError when it is the /proc directory of a process that has exited
-    (CRIU writes a remap to a dead process's directory)."""
-    if not identity.deleted:
-        return identity
-    inode = path.dentry.d_inode
-    if dcache.inode_sb_magic(inode) == PROC_SUPER_MAGIC:
-        raise UnsupportedError(
-            f"its {which} {identity.path} is the /proc directory of a process that has exited; CRIU saves"
-            " it as a dead-process remap, which ovm-offline does not write yet"
-        )
+    directory, one in an exited process's /proc directory remapped to that PID."""
     try:
-        return ghosts.named(identity, inode)
+        return ghosts.named(identity, path)
     except UnsupportedError as e:
         raise UnsupportedError(f"its {which}: {e}") from None
 

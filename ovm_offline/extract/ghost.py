@@ -7,6 +7,10 @@ mode, times and contents, and restore recreates it beside its old path, opens it
 removes it again. An inode unlinked under one name but linked under another CRIU links back
 at dump time (a link remap), which needs the guest's file system written: refused here.
 
+A file in the /proc directory of a process that has exited (a cwd left in /proc/PID) has no
+name left either. CRIU saves its path and remaps it to the PID (a procfs remap): restore forks
+a helper process with that PID, opens the file while the helper lives and reaps it after.
+
 The contents come from the page cache: whole on a tmpfs (and the kernel's other shmem file
 systems), whose page cache is its data and where lseek(SEEK_DATA) finds exactly the cached
 pages; on any other file system only when every page is cached, read as one stretch.
@@ -17,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import stat
 
-from ..errors import UnsupportedError
+from ..errors import GuestDataError, UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs import dcache
+from ..kernel.fs.procfs import proc_pid_dir, proc_pid_dir_gone, proc_sb_pid_ns, super_block_is_proc
 from ..kernel.fs.tmpfs import inode_nlink, shmem_symlink_target
 from ..kernel.mm.pagecache import read_cached
 from ..kernel.mm.shmem import PAGE_SIZE, inode_on_shmem, shmem_data_pages, shmem_pages_runs
@@ -33,23 +38,52 @@ DEFAULT_GHOST_LIMIT = 1 << 20
 
 class Ghosts:
     """The ghost files of one dump: each inode read once however many fds, mappings and cwds
-    hold it, none bigger than `limit` bytes."""
+    hold it, none bigger than `limit` bytes. `pid_ns` (``struct pid_namespace *``) is the
+    dumped tree's, where restore gives an exited process's PID to its helper."""
 
-    def __init__(self, limit: int = DEFAULT_GHOST_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_GHOST_LIMIT, pid_ns: Pointer | None = None) -> None:
         self.limit = limit
+        self.pid_ns = pid_ns
         self._by_inode: dict[int, GhostFile] = {}
 
-    def named(self, identity: FileIdentity, inode: Pointer) -> FileIdentity:
-        """`identity` of ``struct inode *`` `inode`, with its `GhostFile` when it has no name
-        left. UnsupportedError (saying why, after the file's path) when CRIU would save it some
+    def named(self, identity: FileIdentity, path: Struct) -> FileIdentity:
+        """`identity` of the file at ``struct path`` `path`, with its `GhostFile` when it has
+        no name left, or the PID of the exited process whose /proc directory it is in.
+        UnsupportedError (saying why, after the file's path) when CRIU would save it some
         other way or it cannot be read."""
+        dentry = path.dentry
+        if super_block_is_proc(dentry.d_sb):
+            return self._in_proc(identity, dentry)
         if not identity.deleted:
             return identity
+        inode = dentry.d_inode
+        if not inode:
+            raise GuestDataError(f"{identity.path}: dentry 0x{int(dentry):x} has no inode")
         key = int(inode)
         ghost = self._by_inode.get(key)
         if ghost is None:
             ghost = self._by_inode[key] = self._read(inode.deref(), identity.path)
         return dataclasses.replace(identity, ghost=ghost)
+
+    def _in_proc(self, identity: FileIdentity, dentry: Pointer) -> FileIdentity:
+        """criu's check_path_remap on procfs: a file in the /proc directory of a process that
+        has exited is remapped to its PID."""
+        found = proc_pid_dir(dentry)
+        if found is None or not proc_pid_dir_gone(found[1]):
+            if identity.deleted:
+                raise UnsupportedError(
+                    f"{identity.path} is gone from /proc (a thread or an entry that has exited) while its process"
+                    " directory is not; CRIU's restore could not open it"
+                )
+            return identity
+        pid = found[0]
+        if self.pid_ns is not None and int(proc_sb_pid_ns(dentry.d_sb)) != int(self.pid_ns):
+            raise UnsupportedError(
+                f"{identity.path} is in the /proc directory of PID {pid}, which has exited, on a proc mount of"
+                " another PID namespace than the dumped tree's; CRIU's restore would give that PID to a helper"
+                " in the tree's namespace"
+            )
+        return dataclasses.replace(identity, dead_pid=pid)
 
     def _read(self, inode: Struct, path: str) -> GhostFile:
         mode = dcache.inode_mode(inode)

@@ -306,7 +306,7 @@ def mm_vmas(
             v.flags |= MAP_ANONYMOUS  # handle_vma: a System V segment is anonymous shared memory
         if v.shmem is None and v.file is not None:
             try:
-                v.file = ghosts.named(v.file, dcache.file_inode(f))
+                v.file = ghosts.named(v.file, f.f_path)
             except UnsupportedError as e:
                 raise UnsupportedError(f"its mapping 0x{v.start:x}-0x{v.end:x} of {e}") from None
     return pairs
@@ -338,7 +338,7 @@ def extract_mm(
     exe = mm_exe_file(mm)
     try:
         pairs = mm_vmas(prog, mm, {} if shmem_cache is None else shmem_cache, ghosts)
-        exe_file = ghosts.named(dcache.file_identity(exe), dcache.file_inode(exe)) if exe is not None else None
+        exe_file = ghosts.named(dcache.file_identity(exe), exe.f_path) if exe is not None else None
     except UnsupportedError as e:
         what = str(e) if str(e).startswith("its mapping") else f"its executable: {e}"
         raise UnsupportedError(f"PID {task.pid} ({task_comm(task)}): {what}") from None

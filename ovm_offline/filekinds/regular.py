@@ -10,7 +10,6 @@ import dataclasses
 from ..criu.build.common import F
 from ..criu.build.files import ExtraImage, FileTable
 from ..kernel.core.objects import Pointer
-from ..kernel.fs.dcache import file_inode
 from ..state import FileState, GhostFile, OpenFile
 from .base import S_IFBLK, S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, ExtractContext, FileKind, Marks, Saved
 
@@ -19,13 +18,16 @@ __all__ = ["KIND", "RegularState"]
 
 @dataclasses.dataclass
 class RegularState(FileState):
-    """The inode of a file with no name left, which restore recreates (None for the others)."""
+    """The inode of a file with no name left, which restore recreates, or the exited process
+    whose /proc directory it is in (None for the others)."""
 
     ghost: GhostFile | None = None
+    dead_pid: int | None = None
 
 
 def extract_regular(ctx: ExtractContext, f: OpenFile, file: Pointer) -> RegularState:
-    return RegularState(ghost=ctx.ghosts.named(f.identity, file_inode(file)).ghost)
+    named = ctx.ghosts.named(f.identity, file.f_path)
+    return RegularState(ghost=named.ghost, dead_pid=named.dead_pid)
 
 
 class RegularWriter:
@@ -33,7 +35,7 @@ class RegularWriter:
 
     def write(self, table: FileTable, f: OpenFile) -> int:
         assert isinstance(f.state, RegularState)
-        identity = dataclasses.replace(f.identity, ghost=f.state.ghost)
+        identity = dataclasses.replace(f.identity, ghost=f.state.ghost, dead_pid=f.state.dead_pid)
         return table.regular(identity, f.flags, f.pos, key=("file", f.key), owner=f.owner)
 
     def images(self, table: FileTable) -> list[ExtraImage]:

@@ -45,6 +45,7 @@ class FileIdentity:
     build_id: bytes | None = None  # NT_GNU_BUILD_ID of an ELF file, from the page cache
     mnt_id: int = 0  # the id of the mount it was reached through (mountinfo's first field)
     ghost: GhostFile | None = None  # its inode, when it has no name left to reopen it by
+    dead_pid: int | None = None  # the exited process whose /proc directory it is in (a helper takes the PID)
 
 
 @dataclasses.dataclass

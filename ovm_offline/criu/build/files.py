@@ -80,6 +80,7 @@ class FileTable:
         self._ghost_ids: dict[tuple[int, int], int] = {}
         self._ghosts: list[GhostFile] = []
         self._remaps: list[F.remap_file_path_entry] = []
+        self._dead_pids: set[int] = set()
 
     def next_id(self) -> int:
         # ids are handed out when a file is met; some entries are written later (CRIU writes
@@ -123,6 +124,11 @@ class FileTable:
             self._remaps.append(
                 F.remap_file_path_entry(orig_id=fid, remap_id=self._ghost_id(identity.ghost), remap_type=F.GHOST)
             )
+        if identity.dead_pid is not None and identity.dead_pid not in self._dead_pids:
+            # one remap per PID, as criu's dump_dead_process_remap: restore forks one helper for
+            # it, and every file below its /proc directory opens while that helper lives
+            self._dead_pids.add(identity.dead_pid)
+            self._remaps.append(F.remap_file_path_entry(orig_id=fid, remap_id=identity.dead_pid, remap_type=F.PROCFS))
         self.entries.append(F.file_entry(type=F.REG, id=fid, reg=reg))
         self._by_key[key] = fid
         return fid

@@ -307,7 +307,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "epoll_filefd.file mm_struct.exe_file shmid_kernel.shm_file tty_file_private.file vm_area_struct.vm_file"
         " file_lock.fl_file file_lock_core.flc_file epoll_key.file"
     ),
-    "pointer to struct dentry": "dentry.d_parent mount.mnt_mountpoint path.dentry vfsmount.mnt_root",
+    "pointer to struct dentry": "dentry.d_parent mount.mnt_mountpoint path.dentry super_block.s_root vfsmount.mnt_root",
     "struct kernel_cap_t": "cred.cap_ambient cred.cap_bset cred.cap_effective cred.cap_inheritable cred.cap_permitted",
     "struct path": "file.f_path fs_struct.pwd fs_struct.root unix_sock.path",
     "pointer to function": "dentry_operations.d_dname sigaction.sa_handler sigaction.sa_restorer",
@@ -326,9 +326,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct mnt_namespace": "mount.mnt_ns nsproxy.mnt_ns",
     "pointer to struct net": "nsproxy.net_ns possible_net_t.net",
     "pointer to struct page": "pipe_buffer.page skb_frag_t.bv_page",
-    "pointer to struct pid_namespace": "nsproxy.pid_ns_for_children upid.ns",
+    "pointer to struct pid_namespace": "nsproxy.pid_ns_for_children proc_fs_info.pid_ns upid.ns",
     "pointer to struct sk_buff": "skb_shared_info.frag_list unix_sock.oob_skb",
-    "pointer to struct super_block": "inode.i_sb vfsmount.mnt_sb",
+    "pointer to struct super_block": "dentry.d_sb inode.i_sb vfsmount.mnt_sb",
     "pointer to struct time_namespace": "nsproxy.time_ns nsproxy.time_ns_for_children",
     "struct hrtimer": "hrtimer_sleeper.timer signal_struct.real_timer",
     "struct ktermios": "tty_struct.termios tty_struct.termios_locked",
