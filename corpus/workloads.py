@@ -157,7 +157,9 @@ _STOPPED = {
             description="counter on -cpu max: 5-level page tables, XSAVE/AVX registers",
         ),
         Workload("filemap", "filemap", description="dynamically linked; file mappings; files at offsets and flags"),
-        Workload("ptyprog", "ptyprog", description="a session on a pty pair it holds both ends of"),
+        Workload(
+            "ptyprog", "ptyprog", description="a session on a pty pair it holds both ends of, and /dev/tty (zdtm pty00)"
+        ),
         Workload("threads", "threads", ("4",), run_after_restore=1.0, description="four worker threads"),
         Workload("pipetree", "pipetree", run_after_restore=1.0, description="a process tree joined by pipes"),
         Workload(

@@ -218,8 +218,11 @@ def test_ttys_match_golden_tty_info(rec, extracted):
             assert t is not None
             g = golden.tty_info[golden.body(info[fd.fd]["id"])["tty_info_id"]]
             where = f"pid {pid} fd {fd.fd} ({fd.file.identity.path})"
-            assert g["type"] == "PTY" and t.driver in ("pty-master", "pty-slave"), where
-            assert g["pty"]["index"] == t.index, where
+            if t.driver == "ctty":  # /dev/tty: criu's own index, no pty part
+                assert (g["type"], "pty" in g, t.index) == ("CTTY", False, 1006), where
+            else:
+                assert g["type"] == "PTY" and t.driver in ("pty-master", "pty-slave"), where
+                assert g["pty"]["index"] == t.index, where
             assert g["rdev"] == new_encode_dev(t.rdev), where
             assert g["dev"] == new_encode_dev(fd.file.identity.dev), where
             assert (g["uid"], g["gid"]) == (t.uid, t.gid), where
@@ -235,23 +238,25 @@ def test_ttys_match_golden_tty_info(rec, extracted):
                 # fields the kernel does not write: they stay 0 in the image.
                 assert [gt["c_iflag"], gt["c_oflag"], gt["c_cflag"], gt["c_lflag"], gt["c_line"]] == values[:5], where
                 assert _cc(gt["c_cc"]) == cc, where
-    assert ttys == (2 if rec.manifest["workload"] == "ptyprog" else 0)
+    assert ttys == (3 if rec.manifest["workload"] == "ptyprog" else 0)
     assert ttys == len(golden.tty_info)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_ptyprog_pty_pair(recording, kernel, fmt):
-    """The pty pair of ptyprog: the slave is the controlling tty, both ends report the
-    slave's settings (33x101)."""
+    """The pty pair of ptyprog: the slave is the controlling tty, both ends and /dev/tty report
+    the slave's settings (33x101) and session."""
     fds, _ = extract_recording(recording(kernel, "ptyprog"), fmt)
     (ours,) = fds.values()
     by_fd = _by_fd(ours)
-    master, slave = by_fd[3].file, by_fd[4].file
-    assert (master.identity.path, slave.identity.path) == ("/dev/ptmx", "/dev/pts/0")
-    assert master.state.driver == "pty-master" and slave.state.driver == "pty-slave"
-    assert master.state.winsize[:2] == slave.state.winsize[:2] == (33, 101)
-    assert master.state.termios == slave.state.termios
+    master, slave, ctty = by_fd[3].file, by_fd[4].file, by_fd[5].file
+    assert (master.identity.path, slave.identity.path, ctty.identity.path) == ("/dev/ptmx", "/dev/pts/0", "/dev/tty")
+    assert (master.state.driver, slave.state.driver, ctty.state.driver) == ("pty-master", "pty-slave", "ctty")
+    assert master.state.winsize[:2] == slave.state.winsize[:2] == ctty.state.winsize[:2] == (33, 101)
+    assert master.state.termios == slave.state.termios == ctty.state.termios
+    assert ctty.state.sid == ctty.state.pgrp == slave.state.sid != 0
+    assert ctty.state.rdev == 5 << 20 and not ctty.state.locked and not ctty.state.packet_mode
     assert master.state.termios[5] == master.state.termios[6] == 38400  # the kernel's speed
 
 

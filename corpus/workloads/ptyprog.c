@@ -3,25 +3,30 @@
  *
  * Opens /dev/ptmx + its slave, makes the slave the controlling tty
  * (TIOCSCTTY), puts distinctive raw-ish termios (no ECHO/ICANON/OPOST/ICRNL,
- * VMIN=1, VTIME=0, VINTR=^K) and a 33x101 winsize on it, keeps both fds open with empty queues and sleeps in sigsuspend().
- * On SIGUSR1 it verifies session/foreground group, termios, winsize and that
- * data flows both ways ("ping\n" master->slave, "pong" slave->master).
+ * VMIN=1, VTIME=0, VINTR=^K) and a 33x101 winsize on it, opens /dev/tty (the
+ * controlling terminal as a file: zdtm pty00), keeps the three fds open with empty queues and
+ * sleeps in sigsuspend().
+ * On SIGUSR1 it verifies session/foreground group, termios, winsize, that the /dev/tty fd is
+ * still /dev/tty, and that data flows every way ("ping\n" master->slave, "pong" slave->master,
+ * "tty!" /dev/tty->master, "back\n" master->/dev/tty).
  *
- * READY line:  READY master_fd=M slave_fd=S pty=/dev/pts/N rows=33 cols=101
- * CHECK line:  CHECK OK pty=/dev/pts/N sid=P rows=33 cols=101 io=ok
+ * READY line:  READY master_fd=M slave_fd=S tty_fd=T pty=/dev/pts/N rows=33 cols=101
+ * CHECK line:  CHECK OK pty=/dev/pts/N sid=P rows=33 cols=101 io=ok tty=ok
  *              CHECK FAIL <what>[; <what>...]
  */
 #include "common.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <termios.h>
 
 #define ROWS 33
 #define COLS 101
 #define INTR_CHAR 0x0b	/* ^K instead of the default ^C */
 
-static int master_fd, slave_fd;
+static int master_fd, slave_fd, tty_fd;
 static char slave_name[64];
 static struct termios set_t;	/* termios as read back right after setup */
 
@@ -106,10 +111,20 @@ static void check(void)
 	    memcmp(buf, "pong", 4) != 0)
 		append(err, sizeof(err), "slave->master failed; ");
 
+	struct stat st;
+	if (fstat(tty_fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(5, 0))
+		append(err, sizeof(err), "fd %d is not /dev/tty; ", tty_fd);
+	memset(buf, 0, sizeof(buf));
+	if (write_full(tty_fd, "tty!", 4) < 0 || read_timed(master_fd, buf, 4) < 0 || memcmp(buf, "tty!", 4) != 0)
+		append(err, sizeof(err), "/dev/tty->master failed; ");
+	memset(buf, 0, sizeof(buf));
+	if (write_full(master_fd, "back\n", 5) < 0 || read_timed(tty_fd, buf, 5) < 0 || memcmp(buf, "back\n", 5) != 0)
+		append(err, sizeof(err), "master->/dev/tty failed; ");
+
 	if (err[0])
 		say("CHECK FAIL %s", err);
 	else
-		say("CHECK OK pty=%s sid=%d rows=%d cols=%d io=ok", slave_name, (int)sid, ROWS, COLS);
+		say("CHECK OK pty=%s sid=%d rows=%d cols=%d io=ok tty=ok", slave_name, (int)sid, ROWS, COLS);
 }
 
 int main(void)
@@ -150,9 +165,12 @@ int main(void)
 
 	if (tcgetsid(slave_fd) != getsid(0))
 		setup_fail("pty is not our controlling terminal");
+	tty_fd = open("/dev/tty", O_RDWR);
+	if (tty_fd < 0)
+		setup_fail("open /dev/tty");
 
-	say("READY master_fd=%d slave_fd=%d pty=%s rows=%d cols=%d",
-	    master_fd, slave_fd, slave_name, ROWS, COLS);
+	say("READY master_fd=%d slave_fd=%d tty_fd=%d pty=%s rows=%d cols=%d",
+	    master_fd, slave_fd, tty_fd, slave_name, ROWS, COLS);
 
 	for (;;) {
 		block_set(&blocked);

@@ -1,5 +1,7 @@
-"""Terminals: pseudo-terminal pairs are saved (files.img tty entries and tty-info.img); other
-terminals (consoles, serial lines, virtual terminals) are refused by name.
+"""Terminals: pseudo-terminal pairs are saved (files.img tty entries and tty-info.img), and
+/dev/tty when it leads to a pty the same process holds (CRIU's "ctty": restore reopens
+/dev/tty once the session has its pty back as its controlling terminal); other terminals
+(consoles, serial lines, virtual terminals) are refused by name.
 
 `TtyState` holds what CRIU's tty ioctls return for the file: for a pty master the termios,
 locked termios, window size, session and process group are the slave's (the kernel answers
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable, Sequence
 
 from ..criu import images
 from ..criu.build.common import F, fown
@@ -37,13 +40,15 @@ from ..kernel.fs.tty import (
     tty_winsize,
 )
 from ..kernel.task.pid import pid_nr_ns
-from ..state import FileIdentity, FileState, OpenFile
+from ..state import Fd, FileIdentity, FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
 
 __all__ = ["KIND", "TtyState", "new_encode_dev", "tty_info"]
 
 TERMIOS_NCC = 19
 PTY_DRIVERS = ("pty-master", "pty-slave")
+#: criu/tty.c CTTY_INDEX: the index every /dev/tty file's tty-info is numbered by
+CTTY_INDEX = 1006
 HUNG_UP_FOPS = frozenset({"hung_up_tty_fops"})
 
 
@@ -81,10 +86,12 @@ def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState
     if is_master or (ctty is not None and int(ctty) == int(tty)):
         sid = pid_nr_ns(tty_session(real), pid_ns)
         pgrp = pid_nr_ns(tty_pgrp(real), pid_ns)
-    pty = tty_is_pty(tty)
+    driver = tty_driver_name(tty, rdev)
+    # TIOCGPTLCK / TIOCGPKT answer from the end the file is on; CRIU asks only a pty's file
+    pty = driver in PTY_DRIVERS
     return TtyState(
-        index=tty_index(tty),
-        driver=tty_driver_name(tty, rdev),
+        index=CTTY_INDEX if driver == "ctty" else tty_index(tty),
+        driver=driver,
         rdev=rdev,
         termios=termios,
         cc=cc,
@@ -93,7 +100,6 @@ def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState
         winsize=tty_winsize(real),
         sid=sid,
         pgrp=pgrp,
-        # TIOCGPTLCK / TIOCGPKT answer from the end the file is on, and only for ptys.
         locked=pty and tty_test_flag(tty, TTY_PTY_LOCK),
         exclusive=tty_test_flag(tty, TTY_EXCLUSIVE),
         packet_mode=pty and tty_packet_mode(tty),
@@ -110,7 +116,9 @@ def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
         # restores it through a fake master; images without one fail to restore
         raise UnsupportedError(f"a terminal that was hung up ({f.identity.path}: its pty master is closed)")
     state = tty_state(file, ctx.task, ctx.pid_ns)
-    if state.driver not in PTY_DRIVERS:
+    if state.driver == "ctty":
+        _check_ctty(state, file, f.identity.path)
+    elif state.driver not in PTY_DRIVERS:
         raise UnsupportedError(f"a {state.driver} terminal ({f.identity.path}), not a pseudo-terminal")
     queued = tty_input_queued(file_tty(file))
     if queued is None:
@@ -121,6 +129,40 @@ def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
             " (CRIU keeps them in tty-data.img, which ovm-offline does not write yet)"
         )
     return state
+
+
+def _check_ctty(state: TtyState, file: Pointer, path: str) -> None:
+    """/dev/tty as CRIU restores it: through the session's pty, which must still be the
+    process's controlling terminal with the session leader's group in the foreground."""
+    if not tty_is_pty(file_tty(file)):
+        raise UnsupportedError(f"{path} leads to a terminal that is not a pseudo-terminal")
+    if not state.sid:
+        raise UnsupportedError(f"{path} leads to a terminal that is no longer the process's controlling terminal")
+    if state.pgrp != state.sid:
+        raise UnsupportedError(
+            f"{path} leads to a terminal whose foreground process group ({state.pgrp}) is not its session's"
+            f" ({state.sid}); CRIU restores a controlling terminal only to the session leader's group"
+        )
+
+
+def ctty_without_its_pty(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
+    """criu's tty_verify_ctty: a /dev/tty file is restored through a pty of its session that
+    the same process holds, so without one in the dump it cannot be."""
+
+    def check(fd: Fd, own: Sequence[Fd]) -> str | None:
+        state = fd.file.state
+        if not isinstance(state, TtyState) or state.driver != "ctty":
+            return None
+        for other in own:
+            o = other.file.state
+            if isinstance(o, TtyState) and o.driver in PTY_DRIVERS and o.sid == o.pgrp == state.sid:
+                return None
+        return (
+            f"/dev/tty of session {state.sid}, whose pseudo-terminal the process does not hold at an fd"
+            " saved in the dump (CRIU restores /dev/tty through it)"
+        )
+
+    return check
 
 
 def new_encode_dev(dev: int) -> int:
@@ -148,7 +190,7 @@ def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> F.tty_info_entr
 
     entry = F.tty_info_entry(
         id=info_id,
-        type=F.PTY,
+        type=F.CTTY if tty.driver == "ctty" else F.PTY,
         locked=tty.locked,
         exclusive=tty.exclusive,
         packet_mode=tty.packet_mode,
@@ -161,7 +203,8 @@ def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> F.tty_info_entr
             ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2], ws_ypixel=tty.winsize[3]
         ),
     )
-    entry.pty.index = tty.index
+    if tty.driver in PTY_DRIVERS:
+        entry.pty.index = tty.index
     entry.dev, entry.uid, entry.gid = new_encode_dev(node.dev), tty.uid, tty.gid
     return entry
 
@@ -197,5 +240,7 @@ KIND = FileKind(
     name="tty",
     noun="a terminal",
     marks=Marks(fops=("tty_fops", "ptmx_fops", "hung_up_tty_fops", "console_fops")),
-    saved=Saved(writer=TtyWriter, fd_type=F.TTY, state_type=TtyState, extract=extract_tty),
+    saved=Saved(
+        writer=TtyWriter, fd_type=F.TTY, state_type=TtyState, extract=extract_tty, dangling=ctty_without_its_pty
+    ),
 )
