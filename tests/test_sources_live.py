@@ -492,6 +492,8 @@ class Qemu:
             self.ctl = QEMUMonitorProtocol(str(self.ctl_path))
             try:
                 self.ctl.connect()
+                # a QEMU that hangs fails the test that asked, instead of waiting for the suite's timeout
+                self.ctl.settimeout(60)
                 break
             except ConnectError:
                 self.ctl.close()
