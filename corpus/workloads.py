@@ -314,6 +314,14 @@ _STOPPED = {
             " reaped since (zdtm unlink_fstat00, unlink_mmap00/01, cwd01, cwd02, unhashed_proc)",
         ),
         Workload(
+            "scmrights",
+            "scmrights",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="a pipe end and a file in flight over a UNIX datagram socket (SCM_RIGHTS), no fd"
+            " holding them (zdtm scm00); the check receives both and uses them",
+        ),
+        Workload(
             "hazards",
             "hazards",
             root_key="root",
@@ -455,6 +463,7 @@ STANDARD = (
     "nsfiles",
     "zombies",
     "ghosts",
+    "scmrights",
     "hazards",
     "inet",
     "inet-established",

@@ -46,6 +46,7 @@ WORKLOADS = [
     "nsfiles",
     "zombies",
     "ghosts",
+    "scmrights",
     "inet",
     "runc",
     "runc-userns",

@@ -64,3 +64,11 @@ def test_a_kind_is_named_only_in_its_own_module():
         text = path.read_text()
         for pattern in ("file.kind ==", "file.kind in", "f.kind ==", "f.kind in", "file.kind !="):
             assert pattern not in text, f"{path} branches on the kind of an open file ({pattern!r})"
+
+
+def test_sockets_terminals_and_kinds_that_refer_to_other_fds_are_not_saved_in_flight():
+    """A file in flight (SCM_RIGHTS) is restored by criu in the socket's owner and sent again
+    before that process's other files are set up: a socket with a queue or peer of its own, a
+    terminal of a session, or an epoll watching fds cannot be one."""
+    refused = {k.name for k in FILE_KINDS if k.saved is not None and (k.saved.late or not k.saved.in_flight)}
+    assert refused == {"unix", "inet", "tty", "eventpoll"}

@@ -407,6 +407,7 @@ MEMBER_TABLE_OF_FORMAT = {
     20: "b8a44fb57f1ccfc3",
     21: "138560b90707d153",
     22: "0f7eecc60ebfc7fe",
+    23: "abb3fd2edd791d3f",
 }
 
 

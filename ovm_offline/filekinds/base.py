@@ -116,6 +116,9 @@ class Saved:
     dangling: DanglingCheck | None = None
     # for a kind with no state of its own: says why one instance cannot be saved, or None
     check: Check | None = None
+    # saved in flight in a UNIX socket's queue too (SCM_RIGHTS); not a socket or terminal, which
+    # restore would have to send before its own queue or session is set up (criu 3.17 neither)
+    in_flight: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import GuestDataError, UnsupportedError
+from ..extract.files import open_file
 from ..refusals import Refusal
-from ..state import Fd, ProcessState
+from ..state import Fd, OpenFile, ProcessState
 from .base import ExtractContext, describe
-from .registry import kind_named
+from .registry import classify, kind_named
 
-__all__ = ["attach_file_states", "leave_out_dangling_files"]
+__all__ = ["attach_file_states", "leave_out_dangling_files", "open_in_flight"]
 
 
 def _extract(ctx: ExtractContext, fd: Fd) -> None:
@@ -90,3 +91,26 @@ def leave_out_dangling_files(processes: Sequence[ProcessState], refusals: list[R
         for p, fd, why in outside:
             refusals.append(Refusal.open_file(p.global_pid, p.comm, fd.fd, why))
             p.fds.remove(fd)
+
+
+def open_in_flight(ctx: ExtractContext, address: int, where: str) -> OpenFile:
+    """The `OpenFile`, with its kind's state, of a ``struct file`` in flight in the queue of
+    UNIX socket `where` (SCM_RIGHTS): criu writes it as a file of its own, which restore opens
+    in the socket's owner and sends again. UnsupportedError for a kind not saved, or one that
+    refers to other fds or queues of its own."""
+    file = ctx.prog.pointer("file", address)
+    of = open_file(file, ctx.task, ctx.pid_ns, lambda f: classify(f).name)
+    kind = kind_named(of.kind)
+    sent = f"{where} has {describe(kind, of)} in flight (SCM_RIGHTS)"
+    if kind.saved is None:
+        raise UnsupportedError(sent)
+    if kind.saved.late or not kind.saved.in_flight:
+        raise UnsupportedError(f"{sent}, which ovm-offline does not send again yet")
+    if kind.saved.check is not None and (why := kind.saved.check(of)) is not None:
+        raise UnsupportedError(f"{sent}: {why}")
+    if kind.saved.extract is not None:
+        try:
+            of.state = kind.saved.extract(ctx, of, file)
+        except UnsupportedError as e:
+            raise UnsupportedError(f"{sent}: {e}") from None
+    return of

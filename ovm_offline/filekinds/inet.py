@@ -348,6 +348,7 @@ KIND = FileKind(
     saved=Saved(
         writer=InetWriter,
         fd_type=F.INETSK,
+        in_flight=False,
         state_type=InetSocketState,
         extract=extract_inet,
     ),

@@ -241,6 +241,11 @@ KIND = FileKind(
     noun="a terminal",
     marks=Marks(fops=("tty_fops", "ptmx_fops", "hung_up_tty_fops", "console_fops")),
     saved=Saved(
-        writer=TtyWriter, fd_type=F.TTY, state_type=TtyState, extract=extract_tty, dangling=ctty_without_its_pty
+        writer=TtyWriter,
+        fd_type=F.TTY,
+        state_type=TtyState,
+        extract=extract_tty,
+        dangling=ctty_without_its_pty,
+        in_flight=False,
     ),
 )

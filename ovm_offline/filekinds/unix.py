@@ -4,8 +4,9 @@
 `UnixSocketState` is what sock_diag reports to CRIU (inode, type, state, peer inode, backlog,
 bound name and the socket file's permissions), the SOL_SOCKET options getsockopt() would
 return, and the bytes queued for reading, cut into packets the way CRIU's MSG_PEEK loop reads
-them. What CRIU cannot save either, or ovm-offline does not save yet, is refused: sockets with
-file descriptors in flight (SCM_RIGHTS), connections not yet accepted that hold bytes sent,
+them, with the files in flight in a datagram (SCM_RIGHTS). What CRIU cannot save either, or
+ovm-offline does not save yet, is refused: a stream socket with file descriptors in flight,
+connections not yet accepted that hold bytes sent,
 out-of-band data, BPF socket filters, and a socket whose
 peer no dumped process holds (CRIU needs both ends, or --ext-unix-sk).
 """
@@ -50,6 +51,8 @@ from .socket import SocketOptions, sk_opts_entry, socket_options
 __all__ = ["KIND", "QueuedPacket", "UnixSocketState", "unix_socket_state"]
 
 SOCK_STREAM = 1
+#: include/linux/socket.h: scm_entry.type of files in flight
+SCM_RIGHTS = 1
 #: CRIU peeks at a queue with a buffer of SO_RCVBUF minus this many bytes (sk-queue.c)
 CRIU_PEEK_SLACK = 32
 
@@ -60,6 +63,10 @@ class QueuedPacket:
     a single read would return."""
 
     data: bytes
+    # the files in flight with it (SCM_RIGHTS), in the order sent: addresses of their struct
+    # files, then (extract_unix) their OpenFiles
+    files: tuple[int, ...] = ()
+    rights: list[OpenFile] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -93,11 +100,12 @@ def queued_packets(u: Struct, rcvbuf: int, where: str, passcred: bool) -> list[Q
     SO_RCVBUF - 32 bytes, which the kernel (unix_stream_read_generic) glues across writers
     unless the socket has SO_PASSCRED: then one read holds one writer's bytes."""
     skbs = unix_receive_queue(u)
-    for skb in skbs:
-        if skb.has_fds:
-            raise UnsupportedError(f"{where} has file descriptors in flight (SCM_RIGHTS)")
     if u.sk.sk_type != SOCK_STREAM:
-        return [QueuedPacket(s.data) for s in skbs]
+        return [QueuedPacket(s.data, s.files) for s in skbs]
+    if any(s.files for s in skbs):
+        # a peeking read of a stream stops at an skb with files, unlike the reads of criu's
+        # loop above; not followed here yet
+        raise UnsupportedError(f"{where} is a stream socket with file descriptors in flight (SCM_RIGHTS)")
     chunk = max(rcvbuf - CRIU_PEEK_SLACK, 1)
     out: list[QueuedPacket] = []
     run, writer = b"", None
@@ -182,7 +190,13 @@ def sock_net_inum(sk: Struct, where: str) -> int:
 def extract_unix(ctx: ExtractContext, f: OpenFile, file: Pointer) -> UnixSocketState:
     """A UNIX socket's state, read once for all the fds (of all processes) that hold its file."""
     where = f"a UNIX socket (socket:[{f.identity.ino}])"
-    return ctx.once("unix", f.key, lambda: unix_socket_state(ctx.prog, file, where))
+    state = ctx.once("unix", f.key, lambda: unix_socket_state(ctx.prog, file, where))
+    if any(p.files and not p.rights for p in state.queue):
+        from .extract import open_in_flight  # extract.py imports the registry, which imports this module
+
+        for p in state.queue:
+            p.rights = [open_in_flight(ctx, address, where) for address in p.files]
+    return state
 
 
 def dangling_peers(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
@@ -229,7 +243,13 @@ class UnixWriter:
         fid = table.next_id()
         entry = F.file_entry(type=F.UNIXSK, id=fid, usk=self._entry(table, fid, f, u))
         self._seen.add(u.ino)
-        self.queues += [(NET.sk_packet_entry(id_for=fid, length=len(p.data)), p.data) for p in u.queue]
+        for p in u.queue:
+            # criu dumps the files in flight as it peeks at each packet, before the socket's
+            # own entry: their ids and entries come next
+            packet = NET.sk_packet_entry(id_for=fid, length=len(p.data))
+            if p.rights:
+                packet.scm.add(type=SCM_RIGHTS, rights=[table.open_file(of) for of in p.rights])
+            self.queues.append((packet, p.data))
         for client in u.pending:
             self._listener_of[client] = u.ino
             waiting = self._connecting.pop(client, None)
@@ -288,6 +308,7 @@ KIND = FileKind(
     saved=Saved(
         writer=UnixWriter,
         fd_type=F.UNIXSK,
+        in_flight=False,
         state_type=UnixSocketState,
         extract=extract_unix,
         dangling=dangling_peers,

@@ -235,7 +235,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "timerfd_ctx.clockid timerfd_ctx.settime_flags timerfd_ctx.ticks timerfd_ctx.tintv "
         "timerqueue_node.expires timespec64.tv_nsec timespec64.tv_sec tk_read_base.base "
         "tk_read_base.shift tk_read_base.xtime_nsec tty_driver.subtype tty_driver.type "
-        "tty_struct.flags tty_struct.index unix_address.len unix_skb_parms.consumed upid.nr "
+        "tty_struct.flags tty_struct.index unix_address.len unix_skb_parms.consumed upid.nr scm_fp_list.count "
         "vdso_image.size vm_area_struct.vm_end vm_area_struct.vm_flags vm_area_struct.vm_pgoff "
         "vm_area_struct.vm_start vm_struct.flags vm_struct.size winsize.ws_col winsize.ws_row "
         "winsize.ws_xpixel winsize.ws_ypixel "
@@ -343,7 +343,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "union fpregs_state": "fpu.state",
     "struct sigpending": "signal_struct.shared_pending task_struct.pending",
     "struct xarray": "address_space.i_pages idr.idr_rt",
-    "array of pointer": "signal_struct.pids",
+    "array of pointer": "scm_fp_list.fp signal_struct.pids",
     "array of struct cpu_itimer": "signal_struct.it",
     "array of struct desc_struct": "thread_struct.tls_array",
     "array of struct hrtimer_clock_base": "hrtimer_cpu_base.clock_base",

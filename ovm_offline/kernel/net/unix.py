@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 from ...errors import GuestDataError
 from ..core.objects import Struct
@@ -19,10 +20,13 @@ __all__ = [
     "unix_peer",
     "unix_pending_connections",
     "unix_receive_queue",
+    "unix_skb_files",
 ]
 
 #: include/net/tcp_states.h (UNIX sockets use the TCP state names too)
 TCP_ESTABLISHED, TCP_LISTEN = 1, 10
+#: include/net/scm.h: the most files one SCM_RIGHTS message carries
+SCM_MAX_FD = 253
 
 
 def sock_unix(sk: Struct) -> Struct:
@@ -75,7 +79,7 @@ class QueuedSkb:
     pid: int  # UNIXCB(skb).pid: the sender's ``struct pid`` address
     uid: int
     gid: int
-    has_fds: bool  # UNIXCB(skb).fp: file descriptors in flight (SCM_RIGHTS)
+    files: tuple[int, ...]  # UNIXCB(skb).fp: the ``struct file``s in flight with it (SCM_RIGHTS)
 
 
 def unix_receive_queue(u: Struct) -> list[QueuedSkb]:
@@ -96,10 +100,27 @@ def unix_receive_queue(u: Struct) -> list[QueuedSkb]:
                 pid=int(cb.pid),
                 uid=cb.uid.val,
                 gid=cb.gid.val,
-                has_fds=bool(cb.fp),
+                files=unix_skb_files(cb),
             )
         )
     return out
+
+
+def unix_skb_files(cb: Struct) -> tuple[int, ...]:
+    """The addresses of the ``struct file``s a ``struct unix_skb_parms`` (UNIXCB) carries in
+    flight (its ``scm_fp_list``), in the order the sender passed them; () when none."""
+    fp = cb.fp
+    if not fp:
+        return ()
+    fpl = fp.deref()
+    count = int(fpl.count)
+    if not 0 < count <= SCM_MAX_FD:
+        raise GuestDataError(f"scm_fp_list at 0x{int(fp):x} holds {count} files (at most {SCM_MAX_FD})")
+    raw = fpl.prog_.read(fpl.member_address_("fp"), 8 * count)
+    files = struct.unpack(f"<{count}Q", raw)
+    if not all(files):
+        raise GuestDataError(f"scm_fp_list at 0x{int(fp):x} has a NULL file among its {count}")
+    return files
 
 
 def unix_pending_connections(u: Struct) -> list[Struct]:
