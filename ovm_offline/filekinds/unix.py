@@ -103,8 +103,8 @@ def queued_packets(u: Struct, rcvbuf: int, where: str, passcred: bool) -> list[Q
     if u.sk.sk_type != SOCK_STREAM:
         return [QueuedPacket(s.data, s.files) for s in skbs]
     if any(s.files for s in skbs):
-        # a peeking read of a stream stops at an skb with files, unlike the reads of criu's
-        # loop above; not followed here yet
+        # a peeking stream read stops at an skb that carries files, which the cutting into
+        # reads below does not model yet
         raise UnsupportedError(f"{where} is a stream socket with file descriptors in flight (SCM_RIGHTS)")
     chunk = max(rcvbuf - CRIU_PEEK_SLACK, 1)
     out: list[QueuedPacket] = []
