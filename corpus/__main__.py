@@ -51,7 +51,7 @@ def record(kernel_names: tuple[str, ...], workload_names: tuple[str, ...], force
         (k, w, take)
         for k in kernel_names or kernels.KERNELS
         for w in workload_names or matrix.workloads_on(k)
-        for take in range(workloads.get_workload(w).takes)
+        for take in range(workloads.get_workload(w).takes if workload_names else matrix.takes_on(k, w))
     ]
     for root in record_many(wanted, jobs, force=force, log=lambda m: click.echo(m, err=True)):
         click.echo(root)

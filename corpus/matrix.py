@@ -1,7 +1,7 @@
-"""Which recordings a run covers: every standard workload on the kernels that run in full, and on
-each other kernel the subset its row names (one workload or more of every area: tasks, memory,
-files, ttys, sockets, TCP, namespaces, runc, as-is takes), so that CI stays within its time. With
-OVM_ALL_KERNELS=1 (`./run test --all-kernels`) every kernel runs every standard workload."""
+"""What a run covers: every standard workload, take and check on the kernels that run in full, and
+on each other kernel the share its row names (kernels.CiShare: its workloads, takes, golden
+restores, source forms and live guests), so that CI stays within its time. With OVM_ALL_KERNELS=1
+(`./run test --all-kernels`) every kernel runs the whole corpus."""
 
 from __future__ import annotations
 
@@ -16,19 +16,53 @@ def full_matrix() -> bool:
     return os.environ.get(ALL_KERNELS_ENV, "") not in ("", "0")
 
 
+def _share(kernel_name: str) -> kernels.CiShare | None:
+    """The part of the corpus this run covers on a kernel; None: all of it."""
+    share = kernels.get_kernel(kernel_name).ci
+    return None if full_matrix() else share
+
+
 def workloads_on(kernel_name: str) -> tuple[str, ...]:
     """The standard workloads this run records and tests on a kernel, in STANDARD's order."""
-    subset = kernels.get_kernel(kernel_name).ci_workloads
-    if subset is None or full_matrix():
+    share = _share(kernel_name)
+    if share is None:
         return workloads.STANDARD
-    return tuple(w for w in workloads.STANDARD if w in subset)
+    return tuple(w for w in workloads.STANDARD if w in share.workloads)
 
 
-def covers(kernel_name: str, workload_name: str) -> bool:
-    """Whether this run reads a workload's recording on a kernel: outside a kernel's subset
-    only in the full matrix (workloads recorded on demand are never kept from a kernel)."""
-    subset = kernels.get_kernel(kernel_name).ci_workloads
-    return subset is None or full_matrix() or workload_name in subset or workload_name not in workloads.STANDARD
+def takes_on(kernel_name: str, workload_name: str) -> int:
+    """How many moments of a workload this run records on a kernel."""
+    share = _share(kernel_name)
+    takes = workloads.get_workload(workload_name).takes
+    return takes if share is None else min(takes, share.takes)
+
+
+def covers(kernel_name: str, workload_name: str, take: int = 0) -> bool:
+    """Whether this run reads a recording on a kernel: outside a kernel's share only in the full
+    matrix (workloads recorded on demand are never kept from a kernel)."""
+    share = _share(kernel_name)
+    if share is None or workload_name not in workloads.STANDARD:
+        return True
+    return workload_name in share.workloads and take < takes_on(kernel_name, workload_name)
+
+
+def restores_golden(kernel_name: str, workload_name: str) -> bool:
+    """Whether this run has criu restore a recording's golden images on a kernel."""
+    share = _share(kernel_name)
+    return share is None or workload_name in share.golden_restores
+
+
+def reads_every_source(kernel_name: str, workload_name: str) -> bool:
+    """Whether this run dumps a recording on a kernel from every source form, not the ELF alone."""
+    share = _share(kernel_name)
+    return share is None or workload_name in share.every_source
+
+
+def boots_live(kernel_name: str, workload_name: str) -> bool:
+    """Whether this run boots a live guest of a workload on a kernel (dump --live, precopy,
+    background)."""
+    share = _share(kernel_name)
+    return share is None or workload_name in share.live
 
 
 def cases() -> list[tuple[str, str]]:
@@ -38,7 +72,7 @@ def cases() -> list[tuple[str, str]]:
 
 def recordings() -> list[tuple[str, str, int]]:
     """(kernel, workload, take) of every recording this run reads."""
-    return [(k, w, take) for k, w in cases() for take in range(workloads.get_workload(w).takes)]
+    return [(k, w, take) for k, w in cases() for take in range(takes_on(k, w))]
 
 
 def case_name(kernel_name: str, workload_name: str) -> str:

@@ -45,7 +45,7 @@ def recording():
 
     def get(kernel: str, workload: str, take: int = 0) -> recorder.Recording:
         key = (kernel, workload, take)
-        skip_outside_subset(kernel, workload)
+        skip_outside_subset(kernel, workload, take)
         if key not in made:
             made[key] = recorder.record(kernel, workload, log=lambda m: print(m, file=sys.stderr), take=take)
         return made[key]

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from corpus import kernels, workloads
+from corpus import kernels, matrix, workloads
 from corpus.recorder import record_with_live_dump
 from corpus.restore import restore
 from ovm_offline import dump as dumping
@@ -22,7 +22,7 @@ from ovm_offline.kernel.cpu.percpu import cpu_curr_address, task_cpu
 from ovm_offline.kernel.task.tasks import find_task, thread_group
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import MOMENTS, MomentRefused, dump_from, ovm, tree_digest, vcpu_state_of
-from tests.support.corpus_cases import skip_outside_subset
+from tests.support.corpus_cases import skip_unless_live
 from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
@@ -109,15 +109,15 @@ def test_a_thread_on_a_vcpu_needs_the_vcpu_state_a_dump_file_lacks(recording, tm
     """Busy threads are on the vCPUs: an ELF dump alone has no FPU registers for them, so the
     dump is refused with how to get them; state captured at another moment is refused too."""
     out = tmp_path / "out"
-    takes = range(workloads.get_workload("spinners").takes)
-    for take in takes:  # a take that caught a spinner being switched on its CPU is refused for that first
+    for take in range(matrix.takes_on(kernel, "spinners")):
+        # a take that caught a spinner being switched on its CPU is refused for that first
         rec = recording(kernel, "spinners", take)
         alone = ovm("dump", str(rec.elf), "--pid", str(rec.manifest["root_pid"]), "-D", str(out))
         if alone.returncode != ExitCode.MOMENT:
             break
     assert_one_line_failure(alone, "was running on vCPU", "--vcpu-state")
     assert alone.returncode == ExitCode.UNSUPPORTED and not out.exists()
-    other = recording(kernel, "spinners", (take + 1) % len(takes)).live_dir / "registers.txt"
+    other = recording(kernel, "blockers").live_dir / "registers.txt"  # another guest's moment
     wrong = ovm(
         "dump", str(rec.elf), "--vcpu-state", str(other), "--pid", str(rec.manifest["root_pid"]), "-D", str(out)
     )
@@ -136,7 +136,7 @@ def test_ps_says_which_threads_were_on_the_vcpus(recording, kernel):
     """Two threads spin on two vCPUs: in some take at least one of them is current on one, at
     most one thread per vCPU, and the dump file and the live snapshot agree."""
     spinning = set()
-    for take in range(workloads.get_workload("spinners").takes):
+    for take in range(matrix.takes_on(kernel, "spinners")):
         rec = recording(kernel, "spinners", take)
         on_cpu = _on_cpu(rec.elf)
         assert set(on_cpu.values()) <= {0, 1} and len(set(on_cpu.values())) == len(on_cpu)
@@ -151,7 +151,7 @@ def test_a_thread_caught_being_switched_onto_its_cpu_is_a_moment_to_try_again(re
     """on_cpu set while the CPU's current task is another: schedule() was switching it on or
     off. That is the moment, not the thread (a precopy test's live dump met it in CI): exit 8,
     so that --live tries another moment, not exit 5."""
-    for take in range(workloads.get_workload("spinners").takes):
+    for take in range(matrix.takes_on(kernel, "spinners")):
         rec = recording(kernel, "spinners", take)
         root = rec.manifest["root_pid"]
         with sources.open_source(rec.live_dir) as plain:
@@ -214,7 +214,7 @@ def test_a_call_whose_interruption_is_not_known_is_refused_by_name(recording, tm
 def test_dump_live_of_a_running_guest_restores(tmp_path, kernel, workload):
     """`dump --live` pauses a guest nobody stopped anything in, reads it and lets it run on;
     the images restore in a fresh guest and the workload's checks pass."""
-    skip_outside_subset(kernel, workload)
+    skip_unless_live(kernel, workload)
     gap = dict(kernels.get_kernel(kernel).open_gaps).get(workload)
     if gap:
         pytest.skip(f"{workload} on {kernel}: {gap}")

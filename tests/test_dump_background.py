@@ -18,7 +18,7 @@ from corpus.restore import restore
 from ovm_offline.errors import ExitCode
 from ovm_offline.sources.background import background_snapshot
 from tests.support.cli import MOMENTS, dump_from, ovm, tree_digest
-from tests.support.corpus_cases import skip_outside_subset
+from tests.support.corpus_cases import skip_unless_live
 
 KERNELS = list(kernels.KERNELS)
 # threads on the vCPUs at the stop (their registers come from the stop), and memory rewritten
@@ -39,7 +39,7 @@ def ram_on_tmpfs():
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_background_images_are_those_of_the_stop_and_restore(tmp_path, ram_on_tmpfs, kernel, workload):
-    skip_outside_subset(kernel, workload)
+    skip_unless_live(kernel, workload)
     snapshot, at_stop, images = tmp_path / "snapshot", tmp_path / "at-stop.elf", tmp_path / "images"
     from_snapshot = tmp_path / "from-snapshot"
     said: list[str] = []

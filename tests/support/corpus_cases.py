@@ -15,8 +15,21 @@ HOST_CRIU_GOLDEN_CASES = [c for c in GOLDEN_CASES if not kernels.get_kernel(matr
 GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if matrix.case_parts(c)[0] == "6.1"]
 
 
-def skip_outside_subset(kernel: str, workload: str) -> None:
-    """Skip a test of a workload this run does not cover on a kernel (outside its CI subset;
-    ./run test --all-kernels covers it): recorded, or booted by the test itself for a live dump."""
-    if not matrix.covers(kernel, workload):
-        pytest.skip(f"{workload} is outside {kernel}'s CI subset (./run test --all-kernels runs it)")
+def skip_outside_subset(kernel: str, workload: str, take: int = 0) -> None:
+    """Skip a test of a recording this run does not cover on a kernel (outside its CI share;
+    ./run test --all-kernels covers it)."""
+    if not matrix.covers(kernel, workload, take):
+        what = workload if take == 0 else f"take {take} of {workload}"
+        pytest.skip(f"{what} is outside {kernel}'s CI share (./run test --all-kernels runs it)")
+
+
+def skip_unless_live(kernel: str, workload: str) -> None:
+    """Skip a test that boots a live guest of a workload this run does not boot on a kernel."""
+    if not matrix.boots_live(kernel, workload):
+        pytest.skip(f"a live {workload} guest is outside {kernel}'s CI share (./run test --all-kernels boots it)")
+
+
+def skip_unless_every_source(kernel: str, workload: str) -> None:
+    """Skip a test that dumps a recording from every source form where this run reads the ELF alone."""
+    if not matrix.reads_every_source(kernel, workload):
+        pytest.skip(f"every source form of {workload} is outside {kernel}'s CI share (./run test --all-kernels)")
