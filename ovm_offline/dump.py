@@ -36,7 +36,14 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
-from .refusals import Refusal, decide, file_lock_refusals, mount_namespace_refusals, unencodable_text
+from .refusals import (
+    Refusal,
+    decide,
+    file_lock_refusals,
+    mount_namespace_refusals,
+    taken_dead_pid_refusals,
+    unencodable_text,
+)
 from .sources.base import PhysicalSource
 from .state import CgroupDir, Fd, FileKindName, NamespaceIds, OpenFile, ProcessState, SharedMemory, TreeNamespaces
 
@@ -287,7 +294,7 @@ def extract_tree(
         return Extraction(tree, processes, shared, None, refusals)
     refusals += unencodable_text(processes)
     filekinds.leave_out_dangling_files(processes, refusals)
-    refusals += file_lock_refusals(processes, save_locks)
+    refusals += file_lock_refusals(processes, save_locks) + taken_dead_pid_refusals(processes, shared.ghosts.dead_pids)
     root_namespaces = namespace_ids(prog["init_task"])
     containers = functools.cache(lambda: runc_containers(prog))  # searched once, if at all
     # zombies have left their namespaces: they are restored in their parents'

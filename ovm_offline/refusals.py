@@ -13,7 +13,15 @@ from .criu.build.mnt import UnsavedMount, mountpoints_entries
 from .errors import MomentError, UnsupportedError
 from .state import OFFSET_MAX, FileLock, MountNamespaceState, ProcessState
 
-__all__ = ["FILE_LOCKS", "SKIP_UNSUPPORTED", "Refusal", "decide", "file_lock_refusals", "unencodable_text"]
+__all__ = [
+    "FILE_LOCKS",
+    "SKIP_UNSUPPORTED",
+    "Refusal",
+    "decide",
+    "file_lock_refusals",
+    "taken_dead_pid_refusals",
+    "unencodable_text",
+]
 
 #: the option that leaves refused open files out instead
 SKIP_UNSUPPORTED = "--skip-unsupported"
@@ -207,4 +215,26 @@ def file_lock_refusals(processes: list[ProcessState], save_locks: bool) -> list[
                         " lock to no process"
                     )
                     refusals.append(Refusal(proc.global_pid, proc.comm, why))
+    return refusals
+
+
+def taken_dead_pid_refusals(processes: list[ProcessState], dead_pids: dict[int, str]) -> list[Refusal]:
+    """A file in an exited process's /proc directory is remapped to that PID, which a helper
+    takes at restore (`dead_pids`: PID to the file's path). Refused where a dumped thread has
+    taken the PID since: criu's dump refuses a thread's (dead_pid_conflict), and for a process's
+    its restore adds no helper and opens the file in the restored process's own directory, which
+    the program would see as a live process's /proc, not a gone one."""
+    refusals = []
+    for proc in processes:
+        # a zombie has no threads left but keeps its PID
+        for tid in dict.fromkeys([proc.pid, *(t.tid for t in proc.threads)]):
+            path = dead_pids.get(tid)
+            if path is None:
+                continue
+            what = "its PID" if tid == proc.pid else f"its thread {tid}'s TID"
+            why = (
+                f"PID {proc.global_pid} ({proc.comm}): {what} is that of an exited process whose /proc directory"
+                f" a dumped process holds ({path}); criu's restore cannot give the PID to both"
+            )
+            refusals.append(Refusal(proc.global_pid, proc.comm, why))
     return refusals

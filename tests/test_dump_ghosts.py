@@ -16,10 +16,14 @@ import stat
 import pytest
 
 from corpus import kernels
+from ovm_offline import dump as dumping
+from ovm_offline import inventory, sources
 from ovm_offline.criu import images
-from ovm_offline.errors import ExitCode
+from ovm_offline.errors import ExitCode, UnsupportedError
+from ovm_offline.kernel.task.tasks import find_task
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
+from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
@@ -87,7 +91,7 @@ def test_every_file_with_no_name_left_is_a_ghost_with_its_inode(dumped, kernel):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_a_cwd_in_an_exited_process_proc_directory_is_remapped_to_its_pid(dumped, recording, kernel):
-    procdir = int(dict(w.split("=") for w in recording(kernel, "ghosts").manifest["ready"].split()[1:])["procdir"])
+    procdir = _procdir(recording(kernel, "ghosts"))
     d = dumped(kernel, "ghosts")
     files = {e.id: e for e in images.read_image(d / images.FILES.filename()).entries}
     fs = images.read_image(d / images.FS.filename(procdir)).entries[0]
@@ -96,6 +100,32 @@ def test_a_cwd_in_an_exited_process_proc_directory_is_remapped_to_its_pid(dumped
     assert name.startswith("/proc/") and int(name.removeprefix("/proc/")) > procdir, name
     remaps = [e for e in images.read_image(d / images.REMAP_FPATH.filename()).entries if e.remap_type == PROCFS]
     assert [(e.orig_id, e.remap_id) for e in remaps] == [(fs.cwd_id, int(name.removeprefix("/proc/")))]
+
+
+def _procdir(rec) -> int:
+    """The ghosts child whose cwd is its own reaped child's /proc directory."""
+    return int(dict(w.split("=") for w in rec.manifest["ready"].split()[1:])["procdir"])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_an_exited_process_pid_a_dumped_process_has_taken_since_is_refused_by_name(recording, tmp_path, kernel):
+    """The PID of the exited process whose /proc directory a cwd is in, taken again by a process
+    of the tree (the number renamed in the guest's dentry to the cwd's own process's): criu's
+    restore would add no helper and open the cwd in that live process's directory."""
+    rec = recording(kernel, "ghosts")
+    procdir = _procdir(rec)
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        name = find_task(prog, procdir).fs.deref().pwd.dentry.deref().d_name
+        assert len(str(procdir)) == name.len  # both PIDs of the workload's range
+        source.patch_virtual(prog, int(name.name), str(procdir).encode())
+        with pytest.raises(UnsupportedError) as refused:
+            dumping.dump(source, inventory.open_kernel(source), 10000, tmp_path / "out")
+    assert (
+        f"PID {procdir} (ghosts): its PID is that of an exited process whose /proc directory a dumped process"
+        f" holds (/proc/{procdir}); criu's restore cannot give the PID to both"
+    ) in str(refused.value)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -45,6 +45,8 @@ class Ghosts:
         self.limit = limit
         self.pid_ns = pid_ns
         self._by_inode: dict[int, GhostFile] = {}
+        #: each exited process's PID a file is remapped to, with the first such file's path
+        self.dead_pids: dict[int, str] = {}
 
     def named(self, identity: FileIdentity, path: Struct) -> FileIdentity:
         """`identity` of the file at ``struct path`` `path`, with its `GhostFile` when it has
@@ -83,6 +85,7 @@ class Ghosts:
                 " another PID namespace than the dumped tree's; CRIU's restore would give that PID to a helper"
                 " in the tree's namespace"
             )
+        self.dead_pids.setdefault(pid, identity.path)
         return dataclasses.replace(identity, dead_pid=pid)
 
     def _read(self, inode: Struct, path: str) -> GhostFile:
