@@ -190,12 +190,15 @@ def sock_net_inum(sk: Struct, where: str) -> int:
 def extract_unix(ctx: ExtractContext, f: OpenFile, file: Pointer) -> UnixSocketState:
     """A UNIX socket's state, read once for all the fds (of all processes) that hold its file."""
     where = f"a UNIX socket (socket:[{f.identity.ino}])"
-    state = ctx.once("unix", f.key, lambda: unix_socket_state(ctx.prog, file, where))
-    if any(p.files and not p.rights for p in state.queue):
-        from .extract import open_in_flight  # extract.py imports the registry, which imports this module
+    return ctx.once("unix", f.key, lambda: _with_files_in_flight(ctx, unix_socket_state(ctx.prog, file, where), where))
 
-        for p in state.queue:
-            p.rights = [open_in_flight(ctx, address, where) for address in p.files]
+
+def _with_files_in_flight(ctx: ExtractContext, state: UnixSocketState, where: str) -> UnixSocketState:
+    """`state` with each queued packet's files in flight opened as the files they are."""
+    from .extract import open_in_flight  # extract.py imports the registry, which imports this module
+
+    for p in state.queue:
+        p.rights = [open_in_flight(ctx, address, where) for address in p.files]
     return state
 
 
