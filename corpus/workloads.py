@@ -322,6 +322,14 @@ _STOPPED = {
             " holding them (zdtm scm00); the check receives both and uses them",
         ),
         Workload(
+            "ptydata",
+            "ptydata",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="a pty pair with two lines queued for the slave's reader and four bytes for the"
+            " master's (zdtm pty02); the check reads each as it was, and nothing more",
+        ),
+        Workload(
             "hazards",
             "hazards",
             root_key="root",
@@ -464,6 +472,7 @@ STANDARD = (
     "zombies",
     "ghosts",
     "scmrights",
+    "ptydata",
     "hazards",
     "inet",
     "inet-established",

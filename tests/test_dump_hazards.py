@@ -34,10 +34,12 @@ def test_each_piece_is_refused_by_name_and_nothing_is_written(recording, tmp_pat
     assert result.returncode == ExitCode.UNSUPPORTED
     assert_one_line_failure(
         result,
-        # the master holds the slave's echo of the 7 bytes ("queued\r\n"), the slave those 7
-        f"PID {pid['ptyqueue']} (hazards) fd 3: a pseudo-terminal (/dev/ptmx) with 8 byte(s) of input",
+        # the master holds the slave's echo of the 7 bytes ("queued\r\n"), the slave those 7: criu's
+        # restore would write the echo through ONLCR again, and echo the input a second time
+        f"PID {pid['ptyqueue']} (hazards) fd 3: a pseudo-terminal (/dev/ptmx) with 8 byte(s) queued for its reader,"
+        " which criu's restore would write back changed: ONLCR turns each newline into CR NL",
         f"PID {pid['ptyqueue']} (hazards) fd 5: a pseudo-terminal (/dev/pts/",  # its number: who opened first
-        ") with 7 byte(s) of input",
+        ") with 7 byte(s) queued for its reader, which criu's restore would write back changed: the terminal echoes",
         f"PID {pid['ptyorphan']} (hazards) fd 5: a terminal that was hung up",
         f"PID {pid['ptyorphan']} (hazards) fd 6: a terminal that was hung up",
     )

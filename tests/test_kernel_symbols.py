@@ -408,6 +408,7 @@ MEMBER_TABLE_OF_FORMAT = {
     21: "138560b90707d153",
     22: "0f7eecc60ebfc7fe",
     23: "abb3fd2edd791d3f",
+    24: "896061ee9f52c0d4",
 }
 
 

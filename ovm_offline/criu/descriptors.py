@@ -56,6 +56,7 @@ __all__ = [
     "TCP_STREAM",
     "TIMENS",
     "TMPFS_DEV",
+    "TTY_DATA",
     "TTY_INFO",
     "USERNS",
     "UTSNS",
@@ -151,6 +152,8 @@ FDINFO = _k("fdinfo", "FDINFO", 0x56213732, files_pb.fdinfo_entry, "fdinfo-{id}.
 FILES = _k("files", "FILES", 0x56303138, files_pb.file_entry, "files.img")
 FS = _k("fs", "FS", 0x51403912, files_pb.fs_entry, "fs-{id}.img", single=True)
 TTY_INFO = _k("tty-info", "TTY_INFO", 0x59453036, files_pb.tty_info_entry, "tty-info.img")
+#: what a pty end's reader had not read (criu/tty.c tty_do_dump_queued_data)
+TTY_DATA = _k("tty-data", "TTY_DATA", 0x59413026, files_pb.tty_data_entry, "tty-data.img")
 TIMENS = _k("timens", "TIMENS", 0x43114433, ns_pb.timens_entry, "timens-{id}.img", single=True)
 CGROUP = _k("cgroup", "CGROUP", 0x59383330, ns_pb.cgroup_entry, "cgroup.img", single=True)
 SECCOMP = _k("seccomp", "SECCOMP", 0x64413049, task_pb.seccomp_entry, "seccomp.img", single=True)
@@ -178,7 +181,7 @@ TMPFS_DEV = _k("tmpfs-dev", "TMPFS_DEV", None, None, "tmpfs-dev-{id}.tar.gz.img"
 STATS = _k("stats", "STATS", 0x57093306, task_pb.stats_entry, "stats-dump", single=True, prefix=SERVICE_MAGIC)
 
 KINDS: tuple[ImageKind, ...] = (
-    INVENTORY, PSTREE, CORE, IDS, MM, PAGEMAP, PAGES, FDINFO, FILES, FS, TTY_INFO, TIMENS, CGROUP,
+    INVENTORY, PSTREE, CORE, IDS, MM, PAGEMAP, PAGES, FDINFO, FILES, FS, TTY_INFO, TTY_DATA, TIMENS, CGROUP,
     SECCOMP, UTSNS, IPCNS_VAR, IPCNS_SHM, MOUNTPOINTS, NETNS, PIPES_DATA, FIFO_DATA, SK_QUEUES, TCP_STREAM, STATS,
     TMPFS_DEV, USERNS,
     # Images CRIU 3.17 reads but no longer writes by default (their entries moved into core and
@@ -187,7 +190,6 @@ KINDS: tuple[ImageKind, ...] = (
     _k("vmas", "VMAS", 0x54123737, mm_pb.vma_entry, "vmas-{id}.img"),
     _k("reg-files", "REG_FILES", 0x50363636, files_pb.reg_file_entry, "reg-files.img"),
     _k("tty-files", "TTY_FILES", 0x59433025, files_pb.tty_file_entry, "tty-files.img"),
-    _k("tty-data", "TTY_DATA", 0x59413026, files_pb.tty_data_entry, "tty-data.img"),
     _k("pipes", "PIPES", 0x56513555, files_pb.pipe_entry, "pipes.img"),
     _k("fifo", "FIFO", 0x58364939, files_pb.fifo_entry, "fifo.img"),
     _k("unixsk", "UNIXSK", 0x54373943, net_pb.unix_sk_entry, "unixsk.img"),

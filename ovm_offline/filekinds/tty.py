@@ -30,11 +30,11 @@ from ..kernel.fs.tty import (
     task_ctty,
     tty_driver_name,
     tty_index,
-    tty_input_queued,
     tty_is_pty,
     tty_packet_mode,
     tty_pair_get_tty,
     tty_pgrp,
+    tty_read_queue,
     tty_session,
     tty_test_flag,
     tty_winsize,
@@ -42,6 +42,7 @@ from ..kernel.fs.tty import (
 from ..kernel.task.pid import pid_nr_ns
 from ..state import Fd, FileIdentity, FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
+from .ttydata import queued_as_criu_restores_it
 
 __all__ = ["KIND", "TtyState", "new_encode_dev", "tty_info"]
 
@@ -69,6 +70,8 @@ class TtyState(FileState):
     packet_mode: bool
     uid: int = 0  # owner of the tty's device inode (CRIU tty_info uid/gid)
     gid: int = 0
+    # what this end's reader has not read (criu's tty-data.img, written into the other end at restore)
+    queued: bytes = b""
 
 
 def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState:
@@ -109,8 +112,8 @@ def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState
 
 
 def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
-    """The `TtyState` of a terminal file; only pseudo-terminals can be saved, and only with no
-    input waiting for their reader (CRIU saves that in tty-data.img, not written here)."""
+    """The `TtyState` of a terminal file; only pseudo-terminals can be saved, with what their
+    reader has not read where criu's restore gives it back unchanged (ttydata.py)."""
     if file_fops_name(file, HUNG_UP_FOPS):
         # the slave of a pty whose master was closed (or a tty revoked by vhangup): CRIU
         # restores it through a fake master; images without one fail to restore
@@ -120,14 +123,10 @@ def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
         _check_ctty(state, file, f.identity.path)
     elif state.driver not in PTY_DRIVERS:
         raise UnsupportedError(f"a {state.driver} terminal ({f.identity.path}), not a pseudo-terminal")
-    queued = tty_input_queued(file_tty(file))
-    if queued is None:
+    queue = tty_read_queue(file_tty(file))
+    if queue is None:
         raise UnsupportedError(f"a pseudo-terminal ({f.identity.path}) under a line discipline other than N_TTY")
-    if queued:
-        raise UnsupportedError(
-            f"a pseudo-terminal ({f.identity.path}) with {queued} byte(s) of input its reader has not read"
-            " (CRIU keeps them in tty-data.img, which ovm-offline does not write yet)"
-        )
+    state.queued = queued_as_criu_restores_it(state, queue, f"a pseudo-terminal ({f.identity.path})")
     return state
 
 
@@ -145,16 +144,29 @@ def _check_ctty(state: TtyState, file: Pointer, path: str) -> None:
         )
 
 
-def ctty_without_its_pty(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
-    """criu's tty_verify_ctty: a /dev/tty file is restored through a pty of its session that
-    the same process holds, so without one in the dump it cannot be."""
+def unsaved_tty_ends(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
+    """What criu saves of a terminal only with another file in the dump: /dev/tty is restored
+    through a pty of its session that the same process holds (criu's tty_verify_ctty), and the
+    bytes a pty end's reader has not read are kept only when both ends of the pair are dumped
+    (tty_dump_queued_data)."""
+    ends = {(s.index, s.driver) for fd in tree if isinstance(s := fd.file.state, TtyState)}
 
     def check(fd: Fd, own: Sequence[Fd]) -> str | None:
         state = fd.file.state
-        if not isinstance(state, TtyState) or state.driver != "ctty":
+        if not isinstance(state, TtyState):
             return None
-        for other in own:
-            o = other.file.state
+        if state.queued:
+            other = "pty-slave" if state.driver == "pty-master" else "pty-master"
+            if (state.index, other) not in ends:
+                return (
+                    f"{len(state.queued)} byte(s) queued for the reader of pty {state.index}'s"
+                    f" {state.driver.removeprefix('pty-')}, whose other end no dumped process holds"
+                    " (CRIU saves them only with both ends)"
+                )
+        if state.driver != "ctty":
+            return None
+        for other_fd in own:
+            o = other_fd.file.state
             if isinstance(o, TtyState) and o.driver in PTY_DRIVERS and o.sid == o.pgrp == state.sid:
                 return None
         return (
@@ -233,7 +245,20 @@ class TtyWriter:
 
     def images(self, table: FileTable) -> list[ExtraImage]:
         infos = [tty_info(i, *t) for i, t in sorted(self.infos.items(), reverse=True)]
-        return [ExtraImage(images.TTY_INFO, list(infos))]
+        out = [ExtraImage(images.TTY_INFO, list(infos))]
+        data = [F.tty_data_entry(tty_id=i, data=s.queued) for i, s in self._queued_in_criu_order() if s.queued]
+        if data:
+            out.append(ExtraImage(images.TTY_DATA, data))
+        return out
+
+    def _queued_in_criu_order(self) -> list[tuple[int, TtyState]]:
+        """The ends of each pty pair, in criu's tty_dump_queued_data order: pairs last met first
+        (each is moved to the head of its list), and in a pair the end met first."""
+        order = [i for i, (state, _) in self.infos.items() if state.driver in PTY_DRIVERS]
+        position = {i: n for n, i in enumerate(order)}
+        # a pty's two tty-info ids differ in their lowest bit (tty_gen_id: index << 1 | master)
+        pairs = [(i, i ^ 1) for i in order if position.get(i ^ 1, -1) > position[i]]
+        return [(i, self.infos[i][0]) for pair in reversed(pairs) for i in pair]
 
 
 KIND = FileKind(
@@ -245,7 +270,7 @@ KIND = FileKind(
         fd_type=F.TTY,
         state_type=TtyState,
         extract=extract_tty,
-        dangling=ctty_without_its_pty,
+        dangling=unsaved_tty_ends,
         in_flight=False,
     ),
 )

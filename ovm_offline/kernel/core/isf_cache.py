@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 
-CACHE_FORMAT = 23  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds; 5: inet members; 6: UTS and user namespace members; 7: iov_iter members; 8: members of untagged structs; 9: hrtimer clock bases; 10: dentry children and child mounts; 11: mounts of a mount namespace and their file systems' options; 12: tmpfs files, cgroup namespace roots; 13: a user namespace's parent; 14: runqueue's task, FPU's last CPU; 15: buckets of per-name marshal bytes, uncompressed; 16: locks, seccomp filters, tty queues, posix timers, nsfs; 17: enumerators by name, 5.10 members; 18: 7.x members; 19: PREEMPT_RT rw_semaphore, IP options; 20: inode access and modification times; 21: cgroup v2 files, network devices; 22: procfs roots and PID namespaces; 23: files in flight (scm_fp_list)
+CACHE_FORMAT = 24  # 3: base type sizes and scalar members of size-0 structs checked; 4: member kinds; 5: inet members; 6: UTS and user namespace members; 7: iov_iter members; 8: members of untagged structs; 9: hrtimer clock bases; 10: dentry children and child mounts; 11: mounts of a mount namespace and their file systems' options; 12: tmpfs files, cgroup namespace roots; 13: a user namespace's parent; 14: runqueue's task, FPU's last CPU; 15: buckets of per-name marshal bytes, uncompressed; 16: locks, seccomp filters, tty queues, posix timers, nsfs; 17: enumerators by name, 5.10 members; 18: 7.x members; 19: PREEMPT_RT rw_semaphore, IP options; 20: inode access and modification times; 21: cgroup v2 files, network devices; 22: procfs roots and PID namespaces; 23: files in flight (scm_fp_list); 24: N_TTY read and echo rings
 _MAGIC = b"OVMISFC\x00"
 _NBUCKETS = 4096
 # Prefixes keep the three namespaces apart inside one set of buckets.

@@ -262,7 +262,8 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         " file_lock_core.flc_flags file_lock_core.flc_pid file_lock_core.flc_type fown_struct.pid_type"
         " fown_struct.signum k_itimer.it_active k_itimer.it_clock k_itimer.it_id k_itimer.it_interval"
         " k_itimer.it_overrun_last k_itimer.it_requeue_pending k_itimer.it_sigev_notify n_tty_data.read_head"
-        " n_tty_data.read_tail proc_ns_operations.type seccomp_filter.log sock_fprog_kern.len"
+        " n_tty_data.read_tail n_tty_data.canon_head n_tty_data.commit_head n_tty_data.echo_head n_tty_data.echo_tail"
+        " proc_ns_operations.type seccomp_filter.log sock_fprog_kern.len"
         " task_struct.exit_code tty_buffer.commit tty_buffer.read tty_buffer.size"
         # 7.x
         " memdesc_flags_t.f page.__folio_index page.compound_head page.compound_info rseq_data.len rseq_data.sig"
@@ -271,8 +272,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
         "task_struct.loginuid unix_skb_parms.uid"
-        " pts_mount_opts.uid shmem_sb_info.uid"
-        " fown_struct.euid fown_struct.uid"
+        " pts_mount_opts.uid shmem_sb_info.uid fown_struct.euid fown_struct.uid"
     ),
     "pointer to integer": (
         "fdtable.close_on_exec fdtable.open_fds kernfs_node.name qstr.name sk_buff.data "
@@ -289,9 +289,9 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "time_namespace.ns user_namespace.ns uts_namespace.ns"
     ),
     "array of integer": (
-        "cpuinfo_x86.x86_capability ipc_namespace.sem_ctls kernel_cap_t.cap ktermios.c_cc "
-        "mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig task_struct.comm net_device.name"
-        " mm_flags_t.__mm_flags"
+        "cpuinfo_x86.x86_capability ipc_namespace.sem_ctls kernel_cap_t.cap ktermios.c_cc n_tty_data.read_buf "
+        "n_tty_data.read_flags mm_struct.saved_auxv new_utsname.domainname new_utsname.nodename sigset_t.sig"
+        " task_struct.comm net_device.name mm_flags_t.__mm_flags"
     ),
     "pointer to void": (
         "file.private_data iov_iter.ubuf maple_tree.ma_root task_struct.stack vdso_image.data "

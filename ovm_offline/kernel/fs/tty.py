@@ -15,6 +15,7 @@ kernels) is preferred.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
@@ -24,6 +25,7 @@ from ..ds.list import pointer_chain
 __all__ = [
     "TTY_EXCLUSIVE",
     "TTY_PTY_LOCK",
+    "TtyReadQueue",
     "file_tty",
     "ktermios_values",
     "task_ctty",
@@ -34,6 +36,7 @@ __all__ = [
     "tty_packet_mode",
     "tty_pair_get_tty",
     "tty_pgrp",
+    "tty_read_queue",
     "tty_session",
     "tty_test_flag",
     "tty_winsize",
@@ -225,23 +228,88 @@ def tty_driver_name(tty: Pointer | Struct, rdev: int) -> str:
 MAX_TTY_BUFFERS = 1 << 12
 
 
+#: include/uapi/asm-generic/termbits.h: c_lflag bits
+ICANON, EXTPROC = 0o2, 0o200000
+#: what N_TTY stores for an end-of-file character in canonical mode (a flagged line end)
+DISABLED_CHAR = 0
+_ULONG = (1 << 64) - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TtyReadQueue:
+    """What one end of a terminal holds for its reader, as its N_TTY line discipline keeps it."""
+
+    # what read()s return now, in order, to an end-of-file if any (complete lines in canonical mode)
+    readable: bytes
+    # bytes no read() returns yet: a line not ended (canonical mode), or not committed
+    unended: int
+    # an end-of-file character among the readable lines (a read() there returns 0)
+    eof: bool
+    # bytes in the port's flip buffers, not yet through the line discipline
+    unflushed: int
+    # echoes the discipline has not written to the other end yet
+    echoes: int
+
+
+def _under_n_tty(tty: Struct) -> bool:
+    """Is a ``struct tty_struct``'s line discipline N_TTY (whose queue is read here)?"""
+    prog = tty.prog_
+    ldisc = tty.ldisc
+    return bool(ldisc) and prog.has_symbol("n_tty_ops") and int(ldisc.ops) == prog.symbol_address("n_tty_ops")
+
+
+def _n_tty_data(tty: Struct) -> Struct | None:
+    """The ``struct n_tty_data`` of a ``struct tty_struct`` under N_TTY; None before it is opened."""
+    data = tty.disc_data
+    return tty.prog_.struct("n_tty_data", int(data)) if data else None
+
+
+def _ring_span(ldata: Struct, start: int, end: int, what: str) -> int:
+    """`end - start` of two of n_tty_data's free-running indices, within its buffer."""
+    n = (end - start) & _ULONG
+    if n > N_TTY_BUF_SIZE:
+        raise GuestDataError(
+            f"n_tty_data at 0x{ldata.address_:x} holds {n} bytes {what}, more than its {N_TTY_BUF_SIZE}"
+        )
+    return n
+
+
+def tty_read_queue(tty: Pointer | Struct) -> TtyReadQueue | None:
+    """What the reader of a ``struct tty_struct`` would get (n_tty_read: in canonical mode up to
+    ``canon_head``, line by line, an end-of-file ending a line stored as a flagged 0; otherwise up
+    to ``commit_head``); None under a line discipline other than N_TTY."""
+    t = tty.deref() if isinstance(tty, Pointer) else tty
+    if not _under_n_tty(t):
+        return None
+    unflushed = _port_unflushed(t)
+    ldata = _n_tty_data(t)
+    if ldata is None:
+        return TtyReadQueue(b"", 0, False, unflushed, 0)
+    tail = ldata.read_tail
+    lflag = t.termios.c_lflag
+    canonical = bool(lflag & ICANON) and not lflag & EXTPROC
+    end = ldata.canon_head if canonical else ldata.commit_head
+    count = _ring_span(ldata, tail, end, "readable")
+    unended = _ring_span(ldata, end, ldata.read_head, "not readable yet")
+    if count + unended > N_TTY_BUF_SIZE:
+        raise GuestDataError(f"n_tty_data at 0x{ldata.address_:x}: its read indices overlap")
+    ring = ldata.read_buf.read_()
+    flags = int.from_bytes(ldata.read_flags.read_(), "little") if canonical else 0
+    positions = [(tail + i) & (N_TTY_BUF_SIZE - 1) for i in range(count)]
+    eof = any(ring[p] == DISABLED_CHAR and flags >> p & 1 for p in positions)
+    echoes = _ring_span(ldata, ldata.echo_tail, ldata.echo_head, "to echo")
+    return TtyReadQueue(bytes(ring[p] for p in positions), unended, eof, unflushed, echoes)
+
+
 def _n_tty_unread(tty: Struct) -> int | None:
     """Bytes the N_TTY line discipline of a ``struct tty_struct`` holds that no read() has taken
     (``read_head - read_tail`` of its ``struct n_tty_data``); None under another discipline."""
-    prog = tty.prog_
-    ldisc = tty.ldisc
-    if not ldisc or not prog.has_symbol("n_tty_ops"):
+    if not _under_n_tty(tty):
         return None
-    if int(ldisc.ops) != prog.symbol_address("n_tty_ops"):
-        return None
-    data = tty.disc_data
-    if not data:
+    ldata = _n_tty_data(tty)
+    if ldata is None:
         return 0
-    ldata = prog.struct("n_tty_data", int(data))
-    unread = (ldata.read_head - ldata.read_tail) & 0xFFFF_FFFF_FFFF_FFFF
-    if unread > N_TTY_BUF_SIZE:
-        raise GuestDataError(f"n_tty_data at 0x{int(data):x} holds {unread} bytes, more than its {N_TTY_BUF_SIZE}")
-    return int(unread)
+    return _ring_span(ldata, ldata.read_tail, ldata.read_head, "unread")
 
 
 def _port_unflushed(tty: Struct) -> int:
