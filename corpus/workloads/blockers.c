@@ -722,10 +722,7 @@ int main(int argc, char **argv)
 
 	static char verdict[4096];
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		if (!verdict[0])
 			check(verdict, sizeof(verdict));
 		say("%s", verdict);

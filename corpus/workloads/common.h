@@ -131,6 +131,32 @@ static inline void usr1_setup(sigset_t *blocked, sigset_t *waitmask, const sigse
 	install_handler(SIGUSR1, on_usr1, 0);
 }
 
+/* Wait for SIGUSR1 in the main loop, race-free: `blocked` re-established first (see
+ * block_set), then sigsuspend() in `waitmask` until the handler has set the flag, cleared. */
+static inline void wait_for_usr1(const sigset_t *blocked, const sigset_t *waitmask)
+{
+	block_set(blocked);
+	while (!usr1_flag)
+		sigsuspend(waitmask);
+	usr1_flag = 0;
+}
+
+/* The main loop of a workload whose check fills `err`: on each SIGUSR1, "CHECK FAIL <err>"
+ * or the line `ok`. */
+static inline void __attribute__((noreturn))
+serve_checks(const sigset_t *blocked, const sigset_t *waitmask, void (*check)(char *err, size_t errsz), const char *ok)
+{
+	for (;;) {
+		wait_for_usr1(blocked, waitmask);
+		char err[1024] = "";
+		check(err, sizeof(err));
+		if (err[0])
+			say("CHECK FAIL %s", err);
+		else
+			say("%s", ok);
+	}
+}
+
 /* mkdir -p style for one level below run_dir(); returns a static path. */
 static inline const char *work_dir(const char *name)
 {

@@ -178,10 +178,7 @@ static void ns_init(int ready_fd)
 	close(ready_fd);
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 
 		char err[1024] = "";
 		if (getpid() != 1)

@@ -164,10 +164,7 @@ int main(void)
 	say("READY pid=%d", (int)getpid());
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		err[0] = 0;
 		check(err, sizeof(err));
 		if (err[0])

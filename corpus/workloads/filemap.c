@@ -204,10 +204,7 @@ int main(void)
 	    ro_fd, rw_fd, app_fd, DUP_FD, cow_fd, (void *)map_ro, (void *)map_cow, COW_PAGE, dir);
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		check();
 	}
 }

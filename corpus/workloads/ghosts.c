@@ -254,10 +254,7 @@ static void __attribute__((noreturn)) procdir_child(int report, const sigset_t *
 	for (;;) {
 		if (send_report(report, err) < 0)
 			_exit(1);
-		block_set(blocked);
-		while (!usr1_flag)
-			sigsuspend(waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(blocked, waitmask);
 		err[0] = 0;
 		procdir_check(was, err, sizeof(err));
 	}
@@ -302,10 +299,7 @@ int main(void)
 	say("READY pid=%d procdir=%d", (int)getpid(), (int)procdir);
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[2048] = "";
 		check_small(err, sizeof(err));
 		check_big(err, sizeof(err));

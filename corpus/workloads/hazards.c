@@ -109,10 +109,7 @@ int main(void)
 	say("%s", line);
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		int alive = 0;
 		for (int i = 0; i < NHAZARDS; i++)
 			alive += kill(pids[i], 0) == 0;

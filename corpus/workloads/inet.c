@@ -508,10 +508,7 @@ int main(int argc, char **argv)
 
 	char err[2048];
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		err[0] = 0;
 		check_options(err, sizeof(err));
 		check_traffic(err, sizeof(err));

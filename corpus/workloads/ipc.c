@@ -311,10 +311,7 @@ int main(void)
 
 	int first = 1;
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[2048] = "";
 		if (first) {
 			expect_stream(fifo_r, FIFO_MSG, strlen(FIFO_MSG), "fifo", err, sizeof(err));

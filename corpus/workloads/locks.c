@@ -139,10 +139,7 @@ int main(void)
 	say("READY pid=%d child=%d", (int)getpid(), (int)child);
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[1024] = "", verdict[REPORT_LEN + 1];
 		int p[2];
 		if (pipe(p) < 0) {

@@ -103,16 +103,5 @@ int main(void)
 
 	say("READY pid=%d", (int)getpid());
 
-	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
-		char err[1024] = "";
-		check(err, sizeof(err));
-		if (err[0])
-			say("CHECK FAIL %s", err);
-		else
-			say("CHECK OK memfds=3");
-	}
+	serve_checks(&blocked, &waitmask, check, "CHECK OK memfds=3");
 }

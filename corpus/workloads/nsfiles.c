@@ -37,10 +37,7 @@ int main(void)
 	say("READY pid=%d", (int)getpid());
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[1024] = "";
 		for (int i = 0; i < NKINDS; i++) {
 			char path[64];

@@ -93,16 +93,5 @@ int main(void)
 	fill();
 	say("READY pid=%d master_fd=%d slave_fd=%d", (int)getpid(), master_fd, slave_fd);
 
-	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
-		char err[1024] = "";
-		check(err, sizeof(err));
-		if (err[0])
-			say("CHECK FAIL %s", err);
-		else
-			say("CHECK OK slave=ping,line-two master=pong");
-	}
+	serve_checks(&blocked, &waitmask, check, "CHECK OK slave=ping,line-two master=pong");
 }

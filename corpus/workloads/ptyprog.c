@@ -173,10 +173,7 @@ int main(void)
 	    master_fd, slave_fd, tty_fd, slave_name, ROWS, COLS);
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		check();
 	}
 }

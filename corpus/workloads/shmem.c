@@ -155,10 +155,7 @@ int main(void)
 	say("READY root=%d child=%d", (int)getpid(), (int)k);
 
 	for (int probe = 1;; probe++) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[2048] = "";
 		verify(err, sizeof(err), "root", 0);
 		fill_pattern_page(anon + 15 * PG, "R-probe", probe);

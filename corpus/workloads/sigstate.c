@@ -151,10 +151,7 @@ int main(void)
 
 	int child_checked = 0;
 	for (;;) {
-		block_set(&blocked); /* see block_set() in common.h */
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[1024] = "";
 		check_timers(err, sizeof(err));
 		if (!child_checked) {

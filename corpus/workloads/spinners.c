@@ -259,10 +259,7 @@ int main(int argc, char **argv)
 			sleep_ms(20);
 	say("READY root=%d threads=%d avx2=%d iters=%lu", getpid(), nthreads, use_avx2, ITERS);
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		check();
 	}
 }

@@ -116,10 +116,7 @@ int main(void)
 	say("READY root=%d child=%d shmid=%d", (int)getpid(), (int)k, shmid);
 
 	for (int probe = 1;; probe++) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		char err[2048] = "";
 		verify(err, sizeof(err), "root");
 		fill_pattern_page(seg + 4 * PG, "R-probe", probe);

@@ -133,10 +133,7 @@ int main(int argc, char **argv)
 	say("READY threads=%d pid=%d", nthreads, (int)getpid());
 
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 
 		unsigned long before[MAXT];
 		for (int i = 0; i < nthreads; i++)

@@ -69,10 +69,7 @@ int main(void)
 
 	int reaped = 0;
 	for (;;) {
-		block_set(&blocked);
-		while (!usr1_flag)
-			sigsuspend(&waitmask);
-		usr1_flag = 0;
+		wait_for_usr1(&blocked, &waitmask);
 		if (reaped) {
 			say("CHECK OK zombies=3 (reaped at the first check)");
 			continue;
