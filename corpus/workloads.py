@@ -330,12 +330,20 @@ _STOPPED = {
             " master's (zdtm pty02); the check reads each as it was, and nothing more",
         ),
         Workload(
+            "ptyhup",
+            "ptyhup",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="two fds on a pty slave whose master is closed, hung up (zdtm pty04); the check"
+            " reads end of file and EIO from each, and finds no controlling terminal",
+        ),
+        Workload(
             "hazards",
             "hazards",
             root_key="root",
             golden=False,
             description="a child per state zdtm checks that a dump must save or refuse by name: an nsfs fd,"
-            " a pty with queued input, a pty slave without its master",
+            " a pty with queued input its terminal echoes",
         ),
         Workload(
             "inet",
@@ -473,6 +481,7 @@ STANDARD = (
     "ghosts",
     "scmrights",
     "ptydata",
+    "ptyhup",
     "hazards",
     "inet",
     "inet-established",

@@ -22,7 +22,8 @@ KERNELS = list(kernels.KERNELS)
 # UTS namespace of its own too), IPC of every kind the corpus has (FIFOs, UNIX sockets, shared and
 # System V memory, eventfd/signalfd/timerfd/epoll), a stopped child with a SIGSTOP pending and POSIX
 # timers on every clock, seccomp filters, memfds and namespace files held open, zombies, files with
-# no name left (unlinked while open or mapped, a removed cwd), IPv4/IPv6 TCP listeners and UDP sockets, and a
+# no name left (unlinked while open or mapped, a removed cwd), files in flight, a pty's unread bytes
+# and a hung-up pty slave, IPv4/IPv6 TCP listeners and UDP sockets, and a
 # container runc made (its golden images are `runc checkpoint`'s, restored with `runc restore`),
 # with a user namespace, under a seccomp profile like Docker's default, and with TCP connections
 # over its loopback
@@ -48,6 +49,8 @@ WORKLOADS = [
     "zombies",
     "ghosts",
     "scmrights",
+    "ptydata",
+    "ptyhup",
     "inet",
     "runc",
     "runc-userns",

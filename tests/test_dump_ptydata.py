@@ -22,7 +22,7 @@ from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
-MASTER_FD, SLAVE_FD = 3, 4
+SLAVE_FD = 4
 ECHO = 0o10
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace as NS
 from ovm_offline.criu.build.common import F
 from ovm_offline.criu.build.files import FileTable
 from ovm_offline.filekinds import leave_out_dangling_files
-from ovm_offline.filekinds.tty import CTTY_INDEX, TtyState, TtyWriter
+from ovm_offline.filekinds.tty import CTTY_INDEX, TtyState, TtyWriter, tty_info
 from ovm_offline.state import Fd, FileIdentity, OpenFile
 
 SESSION = 300
@@ -84,3 +84,14 @@ def test_dev_tty_without_its_session_pty_in_the_process_is_left_out_and_named():
         " saved in the dump (CRIU restores /dev/tty through it)"
         for p, c in ((11, "child"), (12, "other"))
     ]
+
+
+def test_a_hung_up_slave_is_a_pty_entry_with_no_termios_or_window_size_as_criu_writes_it():
+    """zdtm pty04: criu's dump_tty_info stops before them on a terminal whose ioctls fail with EIO,
+    and its restore opens such a slave through a fake master (the ptyhup workload restores so)."""
+    hung = fd(4, "/dev/pts/0", tty("pty-slave", 0, 0, 0))
+    hung.file.state.hung = True
+    entry = tty_info(0, hung.file.state, hung.file.identity)
+    assert (entry.type, entry.pty.index, entry.sid, entry.pgrp) == (F.PTY, 0, 0, 0)
+    assert not any(entry.HasField(f) for f in ("termios", "termios_locked", "winsize"))
+    assert tty_info(0, tty("pty-slave", 0), hung.file.identity).HasField("termios")

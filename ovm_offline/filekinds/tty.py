@@ -72,6 +72,9 @@ class TtyState(FileState):
     gid: int = 0
     # what this end's reader has not read (criu's tty-data.img, written into the other end at restore)
     queued: bytes = b""
+    # hung up (a pty slave whose master is closed): criu's tty-info then has no termios or window
+    # size, and its restore opens the slave through a fake master it closes again
+    hung: bool = False
 
 
 def tty_state(file: Pointer, task: Struct, pid_ns: Pointer | Struct) -> TtyState:
@@ -115,9 +118,7 @@ def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
     """The `TtyState` of a terminal file; only pseudo-terminals can be saved, with what their
     reader has not read where criu's restore gives it back unchanged (ttydata.py)."""
     if file_fops_name(file, HUNG_UP_FOPS):
-        # the slave of a pty whose master was closed (or a tty revoked by vhangup): CRIU
-        # restores it through a fake master; images without one fail to restore
-        raise UnsupportedError(f"a terminal that was hung up ({f.identity.path}: its pty master is closed)")
+        return hung_slave_state(file, f.identity.path)
     state = tty_state(file, ctx.task, ctx.pid_ns)
     if state.driver == "ctty":
         _check_ctty(state, file, f.identity.path)
@@ -128,6 +129,35 @@ def extract_tty(ctx: ExtractContext, f: OpenFile, file: Pointer) -> TtyState:
         raise UnsupportedError(f"a pseudo-terminal ({f.identity.path}) under a line discipline other than N_TTY")
     state.queued = queued_as_criu_restores_it(state, queue, f"a pseudo-terminal ({f.identity.path})")
     return state
+
+
+def hung_slave_state(file: Pointer, path: str) -> TtyState:
+    """A pty slave hung up when its master closed (zdtm pty04): what criu's dump keeps of it,
+    whose every tty ioctl fails with EIO (the device, its owner, its index; no termios, window
+    size, session or group). Another terminal hung up (by vhangup) is refused by name."""
+    tty = file_tty(file)
+    inode = file_inode_ptr(file)
+    driver = tty_driver_name(tty, inode.i_rdev)
+    if driver != "pty-slave":
+        raise UnsupportedError(f"a terminal that was hung up ({path}), not a pty slave whose master closed")
+    return TtyState(
+        index=tty_index(tty),
+        driver=driver,
+        rdev=inode.i_rdev,
+        termios=[0] * 7,
+        cc=b"",
+        termios_locked=[0] * 7,
+        cc_locked=b"",
+        winsize=(0, 0, 0, 0),
+        sid=0,
+        pgrp=0,
+        locked=False,
+        exclusive=False,
+        packet_mode=False,
+        uid=inode.i_uid.val,
+        gid=inode.i_gid.val,
+        hung=True,
+    )
 
 
 def _check_ctty(state: TtyState, file: Pointer, path: str) -> None:
@@ -209,12 +239,15 @@ def tty_info(info_id: int, tty: TtyState, node: FileIdentity) -> F.tty_info_entr
         sid=tty.sid,
         pgrp=tty.pgrp,
         rdev=new_encode_dev(tty.rdev),
-        termios=termios(tty.termios, tty.cc),
-        termios_locked=termios(tty.termios_locked, tty.cc_locked),
-        winsize=F.winsize_entry(
-            ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2], ws_ypixel=tty.winsize[3]
-        ),
     )
+    if not tty.hung:  # criu's dump_tty_info stops before them on a hung-up terminal
+        entry.termios.CopyFrom(termios(tty.termios, tty.cc))
+        entry.termios_locked.CopyFrom(termios(tty.termios_locked, tty.cc_locked))
+        entry.winsize.CopyFrom(
+            F.winsize_entry(
+                ws_row=tty.winsize[0], ws_col=tty.winsize[1], ws_xpixel=tty.winsize[2], ws_ypixel=tty.winsize[3]
+            )
+        )
     if tty.driver in PTY_DRIVERS:
         entry.pty.index = tty.index
     entry.dev, entry.uid, entry.gid = new_encode_dev(node.dev), tty.uid, tty.gid
@@ -248,7 +281,7 @@ class TtyWriter:
         out = [ExtraImage(images.TTY_INFO, list(infos))]
         data = [F.tty_data_entry(tty_id=i, data=s.queued) for i, s in self._queued_in_criu_order() if s.queued]
         if data:
-            out.append(ExtraImage(images.TTY_DATA, data))
+            out.append(ExtraImage(images.TTY_DATA, list(data)))
         return out
 
     def _queued_in_criu_order(self) -> list[tuple[int, TtyState]]:
