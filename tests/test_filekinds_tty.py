@@ -74,11 +74,15 @@ def test_dev_tty_without_its_session_pty_in_the_process_is_left_out_and_named():
     other = NS(
         global_pid=12,
         comm="other",
-        fds=[fd(4, "/dev/pts/1", tty("pty-slave", 1, 400, 400)), fd(5, "/dev/tty", tty("ctty", 1006))],
+        fds=[
+            fd(3, "/dev/ptmx", tty("pty-master", 1, 400, 400)),
+            fd(4, "/dev/pts/1", tty("pty-slave", 1, 400, 400)),
+            fd(5, "/dev/tty", tty("ctty", 1006)),
+        ],
     )
     refusals: list = []
     leave_out_dangling_files([held, alone, other], refusals)
-    assert [f.fd for f in held.fds] == [3, 5] and alone.fds == [] and [f.fd for f in other.fds] == [4]
+    assert [f.fd for f in held.fds] == [3, 5] and alone.fds == [] and [f.fd for f in other.fds] == [3, 4]
     assert [str(r) for r in refusals] == [
         f"PID {p} ({c}) fd 5: /dev/tty of session {SESSION}, whose pseudo-terminal the process does not hold at an fd"
         " saved in the dump (CRIU restores /dev/tty through it)"

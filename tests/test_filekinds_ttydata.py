@@ -85,14 +85,20 @@ def test_tty_data_follows_criu_order_pairs_last_met_first_and_the_end_met_first(
     ]
 
 
-def test_bytes_queued_on_an_end_whose_other_end_is_not_dumped_are_left_out_and_named():
-    alone = NS(global_pid=10, comm="sh", fds=[fd(3, "/dev/ptmx", end("pty-master", 0, queued=b"pong"))])
+def test_a_slave_without_its_master_or_bytes_for_a_master_without_its_slave_are_left_out_and_named():
+    """criu's dump refuses a pty slave whose master it does not dump (tty_verify_active_pairs), and
+    keeps a master's unread bytes only with its slave; a hung-up slave has no master to want."""
+    master = NS(global_pid=10, comm="sh", fds=[fd(3, "/dev/ptmx", end("pty-master", 0, queued=b"pong"))])
+    slave = NS(global_pid=11, comm="job", fds=[fd(0, "/dev/pts/1", end("pty-slave", 1))])
+    hung = NS(global_pid=12, comm="old", fds=[fd(4, "/dev/pts/2", end("pty-slave", 2, hung=True))])
     refusals: list = []
-    leave_out_dangling_files([alone], refusals)
-    assert alone.fds == []
+    leave_out_dangling_files([master, slave, hung], refusals)
+    assert master.fds == [] and slave.fds == [] and [f.fd for f in hung.fds] == [4]
     assert [str(r) for r in refusals] == [
-        "PID 10 (sh) fd 3: 4 byte(s) queued for the reader of pty 0's master, whose other end no dumped process"
-        " holds (CRIU saves them only with both ends)"
+        "PID 10 (sh) fd 3: 4 byte(s) queued for the reader of pty 0's master, whose slave no dumped process"
+        " holds (CRIU saves them only with both ends)",
+        "PID 11 (job) fd 0: pty 1's slave, whose master no dumped process holds (criu's dump refuses it, and"
+        " its restore would open it through a master of its own and hang it up)",
     ]
 
 

@@ -175,24 +175,26 @@ def _check_ctty(state: TtyState, file: Pointer, path: str) -> None:
 
 
 def unsaved_tty_ends(tree: Sequence[Fd]) -> Callable[[Fd, Sequence[Fd]], str | None]:
-    """What criu saves of a terminal only with another file in the dump: /dev/tty is restored
-    through a pty of its session that the same process holds (criu's tty_verify_ctty), and the
-    bytes a pty end's reader has not read are kept only when both ends of the pair are dumped
-    (tty_dump_queued_data)."""
+    """What criu saves of a terminal only with another file in the dump: a pty slave with its
+    master (tty_verify_active_pairs; a hung-up slave has none), /dev/tty through a pty of its
+    session that the same process holds (tty_verify_ctty), and the bytes a pty master's reader
+    has not read only with the slave (tty_dump_queued_data)."""
     ends = {(s.index, s.driver) for fd in tree if isinstance(s := fd.file.state, TtyState)}
 
     def check(fd: Fd, own: Sequence[Fd]) -> str | None:
         state = fd.file.state
         if not isinstance(state, TtyState):
             return None
-        if state.queued:
-            other = "pty-slave" if state.driver == "pty-master" else "pty-master"
-            if (state.index, other) not in ends:
-                return (
-                    f"{len(state.queued)} byte(s) queued for the reader of pty {state.index}'s"
-                    f" {state.driver.removeprefix('pty-')}, whose other end no dumped process holds"
-                    " (CRIU saves them only with both ends)"
-                )
+        if state.driver == "pty-slave" and not state.hung and (state.index, "pty-master") not in ends:
+            return (
+                f"pty {state.index}'s slave, whose master no dumped process holds (criu's dump refuses it, and"
+                " its restore would open it through a master of its own and hang it up)"
+            )
+        if state.queued and state.driver == "pty-master" and (state.index, "pty-slave") not in ends:
+            return (
+                f"{len(state.queued)} byte(s) queued for the reader of pty {state.index}'s master, whose slave no"
+                " dumped process holds (CRIU saves them only with both ends)"
+            )
         if state.driver != "ctty":
             return None
         for other_fd in own:
