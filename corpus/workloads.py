@@ -338,6 +338,14 @@ _STOPPED = {
             " reads end of file and EIO from each, and finds no controlling terminal",
         ),
         Workload(
+            "sigpending",
+            "sigpending",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="signals queued and blocked with their siginfo: twice to the process, to each"
+            " thread, a tgkill, and a dead child's SIGCHLD (zdtm sigpending); the check takes each",
+        ),
+        Workload(
             "hazards",
             "hazards",
             root_key="root",
@@ -482,6 +490,7 @@ STANDARD = (
     "scmrights",
     "ptydata",
     "ptyhup",
+    "sigpending",
     "hazards",
     "inet",
     "inet-established",

@@ -51,6 +51,7 @@ WORKLOADS = [
     "scmrights",
     "ptydata",
     "ptyhup",
+    "sigpending",
     "inet",
     "runc",
     "runc-userns",
