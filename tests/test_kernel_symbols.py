@@ -409,6 +409,7 @@ MEMBER_TABLE_OF_FORMAT = {
     22: "0f7eecc60ebfc7fe",
     23: "abb3fd2edd791d3f",
     24: "896061ee9f52c0d4",
+    25: "3ad7c4fe8321d695",
 }
 
 

@@ -228,7 +228,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "task_struct.pdeath_signal task_struct.personality task_struct.pid task_struct.policy "
         "task_struct.restore_sigmask task_struct.rseq_len task_struct.rseq_sig "
         "task_struct.rt_priority task_struct.sas_ss_flags task_struct.sas_ss_size "
-        "task_struct.sas_ss_sp task_struct.sched_reset_on_fork task_struct.static_prio "
+        "task_struct.sas_ss_sp task_struct.sched_reset_on_fork task_struct.static_prio task_struct.cpu "
         "task_struct.tgid thread_info.cpu thread_info.flags thread_struct.ds thread_struct.es thread_struct.fsbase "
         "thread_struct.fsindex thread_struct.gsbase thread_struct.gsindex thread_struct.pkru "
         "thread_struct.sp timekeeper.offs_boot timekeeper.offs_real timekeeper.xtime_sec "
