@@ -10,7 +10,7 @@ import pytest
 from corpus import kernels
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.kernel.fs.locks import file_locks
-from ovm_offline.kernel.fs.tty import tty_input_queued
+from ovm_offline.kernel.fs.tty import tty_read_queue
 from ovm_offline.kernel.task.seccomp import task_seccomp_filters
 from ovm_offline.state import OFFSET_MAX
 from tests.support.checks import assert_one_line_error
@@ -155,4 +155,4 @@ def test_a_looping_tty_buffer_chain_is_a_one_line_error(fake):
         fake.set(buf, "tty_buffer", "size", 256)
         fake.set(buf, "tty_buffer", "next", nxt)
     fake.set(port, "tty_port", "buf.head", a)
-    assert_one_line_error(lambda: tty_input_queued(fake.prog.struct("tty_struct", tty)), "loops", GuestDataError)
+    assert_one_line_error(lambda: tty_read_queue(fake.prog.struct("tty_struct", tty)), "loops", GuestDataError)

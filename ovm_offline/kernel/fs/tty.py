@@ -31,7 +31,6 @@ __all__ = [
     "task_ctty",
     "tty_driver_name",
     "tty_index",
-    "tty_input_queued",
     "tty_is_pty",
     "tty_packet_mode",
     "tty_pair_get_tty",
@@ -293,23 +292,14 @@ def tty_read_queue(tty: Pointer | Struct) -> TtyReadQueue | None:
     unended = _ring_span(ldata, end, ldata.read_head, "not readable yet")
     if count + unended > N_TTY_BUF_SIZE:
         raise GuestDataError(f"n_tty_data at 0x{ldata.address_:x}: its read indices overlap")
+    echoes = _ring_span(ldata, ldata.echo_tail, ldata.echo_head, "to echo")
+    if not count:  # most terminals: the 4.5 KiB ring and flags are not read
+        return TtyReadQueue(b"", unended, False, unflushed, echoes)
     ring = ldata.read_buf.read_()
     flags = int.from_bytes(ldata.read_flags.read_(), "little") if canonical else 0
     positions = [(tail + i) & (N_TTY_BUF_SIZE - 1) for i in range(count)]
     eof = any(ring[p] == DISABLED_CHAR and flags >> p & 1 for p in positions)
-    echoes = _ring_span(ldata, ldata.echo_tail, ldata.echo_head, "to echo")
     return TtyReadQueue(bytes(ring[p] for p in positions), unended, eof, unflushed, echoes)
-
-
-def _n_tty_unread(tty: Struct) -> int | None:
-    """Bytes the N_TTY line discipline of a ``struct tty_struct`` holds that no read() has taken
-    (``read_head - read_tail`` of its ``struct n_tty_data``); None under another discipline."""
-    if not _under_n_tty(tty):
-        return None
-    ldata = _n_tty_data(tty)
-    if ldata is None:
-        return 0
-    return _ring_span(ldata, ldata.read_tail, ldata.read_head, "unread")
 
 
 def _port_unflushed(tty: Struct) -> int:
@@ -327,14 +317,3 @@ def _port_unflushed(tty: Struct) -> int:
             raise GuestDataError(f"tty_buffer at 0x{b.address_:x}: read {b.read} past commit {b.commit}")
         total += pending
     return total
-
-
-def tty_input_queued(tty: Pointer | Struct) -> int | None:
-    """Bytes a ``struct tty_struct`` has received that its reader has not read yet: in its port's
-    flip buffers and in its N_TTY line discipline (what FIONREAD would count once flushed);
-    None when its line discipline is not N_TTY (its queue cannot be read here)."""
-    t = tty.deref() if isinstance(tty, Pointer) else tty
-    unread = _n_tty_unread(t)
-    if unread is None:
-        return None
-    return unread + _port_unflushed(t)
