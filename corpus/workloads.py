@@ -95,6 +95,9 @@ class Workload:
     # "criu": golden images from `criu dump -t ROOT`; "runc": from `runc checkpoint` of the
     # workload's runc container
     golden_tool: Literal["criu", "runc"] = "criu"
+    # what the workload's check reports when criu restores its own golden images, where criu's
+    # dump loses what ovm-offline's keeps ("" when criu's pass)
+    golden_check_fails: str = ""
     # files the tree only appends to, as (the path the images name, its path in files.tar): a
     # restore cuts each to the offset the images hold, the file as it was at their moment (as a
     # VM snapshot's disk is), where files.tar holds it as it grew until criu's dump seconds later
@@ -322,6 +325,18 @@ _STOPPED = {
             " holding them (zdtm scm00); the check receives both and uses them",
         ),
         Workload(
+            "scmrights-stream",
+            "scmrights",
+            ("stream",),
+            root_key="pid",
+            run_after_restore=1.0,
+            # criu's peek glues "hd" into the read that ends with the files, and its restore sends
+            # them with the "hd"
+            golden_check_fails='message 1: read "hd" with 2 files, not "hd" with 0',
+            description="scmrights on a UNIX stream socket: files in flight with bytes queued before,"
+            " between and after them; the check reads each message with exactly its files",
+        ),
+        Workload(
             "ptydata",
             "ptydata",
             root_key="pid",
@@ -488,6 +503,7 @@ STANDARD = (
     "zombies",
     "ghosts",
     "scmrights",
+    "scmrights-stream",
     "ptydata",
     "ptyhup",
     "sigpending",

@@ -137,6 +137,10 @@ def test_recording_is_complete_and_consistent(recording, kernel, workload):
 def test_golden_images_restore_and_pass_the_workload_check(recording, kernel, workload):
     rec = recording(kernel, workload)
     result = restore(rec, rec.golden, log=lambda m: None)
+    fails = get_workload(workload).golden_check_fails
+    if fails:  # criu's dump loses this state: its own images restore into a failing check
+        assert not result.ok and fails in result.detail, f"{result.detail}\n{result.restore_log[-2000:]}"
+        return
     assert result.ok, f"{result.detail}\n{result.restore_log[-2000:]}"
 
 

@@ -318,3 +318,43 @@ def test_show_takes_a_single_image_file(golden_of):
     assert one.returncode == 0 and one.stdout.startswith("== pstree.img") and "== core" not in one.stdout
     both = ovm("show", str(g / "pstree.img"), "core-10000.img")
     assert both.returncode != 0 and both.stderr.count("\n") == 1 and "is an image file" in both.stderr
+
+
+def _queues_dir(tmp_path: Path, name: str, packets: list[tuple[int, bytes, list[int]]]) -> Path:
+    """An images directory with a stream socket (file id 1), a datagram socket (file id 2) and
+    `packets` (file id, bytes, files in flight) queued for them."""
+    d = tmp_path / name
+    d.mkdir()
+    task_pb, net_pb = pb.criu_task_pb2, pb.criu_net_pb2
+    images.write_image(d / "inventory.img", images.INVENTORY, [task_pb.inventory_entry(img_version=2)])
+    socks = []
+    for fid, sock_type in ((1, 1), (2, 2)):
+        usk = net_pb.unix_sk_entry(id=fid, ino=100 + fid, type=sock_type, state=1, flags=2, uflags=0, backlog=0,
+                                   peer=0, name=b"", fown=pb.criu_common_pb2.fown_entry(uid=0, euid=0, signum=0, pid_type=0,
+                                   pid=0), opts=net_pb.sk_opts_entry(so_sndbuf=1, so_rcvbuf=1, so_snd_tmo_sec=0,
+                                   so_snd_tmo_usec=0, so_rcv_tmo_sec=0, so_rcv_tmo_usec=0))  # fmt: skip
+        socks.append(files_pb.file_entry(type=files_pb.UNIXSK, id=fid, usk=usk))
+    images.write_image(d / "files.img", images.FILES, socks)
+    entries = []
+    for fid, data, rights in packets:
+        entry = net_pb.sk_packet_entry(id_for=fid, length=len(data))
+        if rights:
+            entry.scm.add(type=1, rights=rights)
+        entries.append(entry)
+    images.write_image(d / "sk-queues.img", images.SK_QUEUES, entries, [data for _, data, _ in packets])
+    return d
+
+
+def test_stream_packets_compare_as_criu_peeks_glue_them(tmp_path):
+    """criu's peek glues a stream's bytes before files into the packet with the files; ours sends
+    them apart. The same bytes with the same files in the same place are no difference; files
+    moved to other bytes, or datagrams joined, are."""
+    theirs = _queues_dir(tmp_path, "theirs", [(1, b"hdxyz", [7, 8]), (1, b"wk", [7]), (2, b"a", []), (2, b"b", [])])
+    ours = _queues_dir(tmp_path, "ours", [(1, b"hd", []), (1, b"xyz", [7, 8]), (1, b"w", []), (1, b"k", [7]),
+                                          (2, b"a", []), (2, b"b", [])])  # fmt: skip
+    assert diff.diff_dirs(ours, theirs).same, diff.diff_dirs(ours, theirs).report()
+    moved = _queues_dir(tmp_path, "moved", [(1, b"hd", [7, 8]), (1, b"xyz", []), (1, b"wk", [7]),
+                                            (2, b"a", []), (2, b"b", [])])  # fmt: skip
+    assert not diff.diff_dirs(moved, theirs).same
+    joined = _queues_dir(tmp_path, "joined", [(1, b"hdxyz", [7, 8]), (1, b"wk", [7]), (2, b"ab", [])])
+    assert not diff.diff_dirs(joined, theirs).same

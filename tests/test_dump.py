@@ -49,6 +49,7 @@ WORKLOADS = [
     "zombies",
     "ghosts",
     "scmrights",
+    "scmrights-stream",
     "ptydata",
     "ptyhup",
     "sigpending",

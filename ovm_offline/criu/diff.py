@@ -16,6 +16,7 @@ Made for checking ovm-offline's output (OURS) against `criu dump` of the same tr
   differently split runs or differently numbered pages-N.img files compare equal;
 * fields that cannot match between a memory snapshot and a live dump are listed in
   DEFAULT_IGNORES with the reason; criu's dump.log is never compared;
+* a stream socket's queued packets are joined up to each carrying files (stream_reads_joined);
 * what CRIU 3.x and 4.x write differently (diff_rules.py: VERSION_TWINS, OMITTED_AT_DEFAULT,
   CRIU4_ONLY against 3.x's images, CRIU3_ONLY against 4.x's) is no difference.
 """
@@ -57,6 +58,7 @@ from .diff_rules import (
     IgnoreRule,
     fill_version_twins,
     nested_key,
+    stream_reads_joined,
     written_by_criu3,
     zombie_entries,
 )
@@ -460,7 +462,8 @@ def diff_dirs(
             elif bo != bt:
                 c.add(cname, "", ko.name, show.render_bytes(bo), show.render_bytes(bt))
             continue
-        _compare_image(c, cname, ko, do.load(no), dt.load(nt), ids_o, ids_t)
+        lo, lt = stream_reads_joined(do, do.load(no)), stream_reads_joined(dt, dt.load(nt))
+        _compare_image(c, cname, ko, lo, lt, ids_o, ids_t)
         if ko is images.PAGEMAP:
             ident = ko.match(nt)
             if ident:

@@ -20,6 +20,7 @@ __all__ = [
     "fill_version_twins",
     "written_by_criu3",
     "zombie_entries",
+    "stream_reads_joined",
     "ABSENT",
     "CLONE_NS",
     "DEFAULT_IGNORES",
@@ -323,3 +324,32 @@ def zombie_entries(d: images.ImageDir) -> frozenset[str]:
         if core is not None and core.HasField("tc") and core.tc.task_state == TASK_DEAD:
             zombies.add(f"pid={e.pid}")
     return frozenset(zombies)
+
+
+#: unix_sk_entry.type of a stream socket
+SOCK_STREAM = 1
+
+
+def stream_reads_joined(d: images.ImageDir, queues: images.Image) -> images.Image:
+    """sk-queues.img with each stream socket's packets joined up to and including each one that
+    carries files. criu's peek glues the bytes queued before files into their packet, where
+    ovm-offline sends those bytes apart so the files come with the bytes they came with
+    (filekinds/unix.py stream_reads): both hold the same bytes with the same files. Any other
+    image is returned as it is."""
+    if queues.kind is not images.SK_QUEUES:
+        return queues
+    files = d.get(images.FILES)
+    streams = {e.id for e in files.entries if e.HasField("usk") and e.usk.type == SOCK_STREAM} if files else set()
+    entries: list[Any] = []
+    payloads: list[bytes] = []
+    for e, payload in zip(queues.entries, queues.payloads):
+        last = entries[-1] if entries else None
+        if last is not None and e.id_for in streams and last.id_for == e.id_for and not last.scm:
+            joined = type(e)()
+            joined.CopyFrom(e)
+            joined.length = last.length + e.length
+            entries[-1], payloads[-1] = joined, payloads[-1] + payload
+        else:
+            entries.append(e)
+            payloads.append(payload)
+    return queues._replace(entries=entries, payloads=payloads)

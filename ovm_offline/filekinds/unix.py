@@ -4,9 +4,8 @@
 `UnixSocketState` is what sock_diag reports to CRIU (inode, type, state, peer inode, backlog,
 bound name and the socket file's permissions), the SOL_SOCKET options getsockopt() would
 return, and the bytes queued for reading, cut into packets the way CRIU's MSG_PEEK loop reads
-them, with the files in flight in a datagram (SCM_RIGHTS). What CRIU cannot save either, or
-ovm-offline does not save yet, is refused: a stream socket with file descriptors in flight,
-connections not yet accepted that hold bytes sent,
+them, with the files in flight (SCM_RIGHTS). What CRIU cannot save either, or ovm-offline
+does not save yet, is refused: connections not yet accepted that hold bytes sent,
 out-of-band data, BPF socket filters, and a socket whose
 peer no dumped process holds (CRIU needs both ends, or --ext-unix-sk).
 """
@@ -35,6 +34,7 @@ from ..kernel.net.sock import (
 )
 from ..kernel.net.unix import (
     TCP_LISTEN,
+    QueuedSkb,
     sock_unix,
     unix_bound_inode,
     unix_name,
@@ -94,29 +94,43 @@ class UnixSocketState(FileState):
     awaiting_accept: bool = False
 
 
-def queued_packets(u: Struct, rcvbuf: int, where: str, passcred: bool) -> list[QueuedPacket]:
-    """The receive queue of a ``struct unix_sock`` as CRIU's peeking reads return it: one
-    packet per datagram; for a stream, the bytes of consecutive skbs in reads of at most
-    SO_RCVBUF - 32 bytes, which the kernel (unix_stream_read_generic) glues across writers
-    unless the socket has SO_PASSCRED: then one read holds one writer's bytes."""
+def queued_packets(u: Struct, rcvbuf: int, passcred: bool) -> list[QueuedPacket]:
+    """The receive queue of a ``struct unix_sock`` as packets criu's restore sends: one per
+    datagram; for a stream, `stream_reads` of its skbs."""
     skbs = unix_receive_queue(u)
     if u.sk.sk_type != SOCK_STREAM:
         return [QueuedPacket(s.data, s.files) for s in skbs]
-    if any(s.files for s in skbs):
-        # a peeking stream read stops at an skb that carries files, which the cutting into
-        # reads below does not model yet
-        raise UnsupportedError(f"{where} is a stream socket with file descriptors in flight (SCM_RIGHTS)")
-    chunk = max(rcvbuf - CRIU_PEEK_SLACK, 1)
+    return stream_reads(skbs, max(rcvbuf - CRIU_PEEK_SLACK, 1), passcred)
+
+
+def stream_reads(skbs: Sequence[QueuedSkb], chunk: int, passcred: bool) -> list[QueuedPacket]:
+    """A stream's queued skbs as packets whose sends rebuild what its reader sees: runs of
+    bytes in reads of at most `chunk` (SO_RCVBUF - 32, criu's peek), glued across writers as
+    unix_stream_read_generic glues them unless the socket has SO_PASSCRED (then one read holds
+    one writer's bytes), and each skb carrying files a packet of its own.
+
+    criu's peek, which stops after an skb with files, would glue the bytes queued before it into
+    that packet: its restore then hands the files to the read of those earlier bytes, and a
+    reader taking them without room for files loses the files (MSG_CTRUNC). Restore sends a
+    packet's files with its first skb, so a packet starting at the skb keeps them where they
+    were."""
     out: list[QueuedPacket] = []
     run, writer = b"", None
+
+    def flush() -> None:
+        nonlocal run
+        out.extend(QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk))
+        run = b""
+
     for s in skbs:
-        if run and passcred and (s.pid, s.uid, s.gid) != writer:
-            out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
-            run = b""
+        if s.files or (passcred and (s.pid, s.uid, s.gid) != writer):
+            flush()
         writer = (s.pid, s.uid, s.gid)
-        run += s.data
-    if run:
-        out += [QueuedPacket(run[i : i + chunk]) for i in range(0, len(run), chunk)]
+        if s.files:
+            out.append(QueuedPacket(s.data, s.files))
+        else:
+            run += s.data
+    flush()
     return out
 
 
@@ -144,7 +158,7 @@ def unix_socket_state(prog: Program, file: Pointer, where: str) -> UnixSocketSta
     # a peer with no socket that is not dead: the new sock of a connection not yet accepted
     awaiting = peer is not None and not peer.sk_socket and not sock_flag(peer, sock_flag_bit(prog, "SOCK_DEAD"))
     opts = socket_options(prog, sock, sk, where)
-    queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, where, opts.passcred)
+    queue = [] if state == TCP_LISTEN else queued_packets(u, opts.rcvbuf, opts.passcred)
     return UnixSocketState(
         ino=sock_socket_ino(sk),
         type=sk.sk_type,
