@@ -11,7 +11,6 @@ import signal
 import pytest
 
 from corpus import kernels
-from ovm_offline.criu import images
 from ovm_offline.dump import classify
 from ovm_offline.errors import UnsupportedError
 from ovm_offline.extract.files import extract_files
@@ -27,6 +26,7 @@ from ovm_offline.kernel.task.tasks import for_each_process
 from ovm_offline.sources import open_source
 from ovm_offline.state import Fd, FileIdentity, OpenFile
 from tests.support.checks import assert_one_line_error
+from tests.support.dumped_files import process_files
 from tests.support.filekinds import attach_or_refuse, attach_states
 from tests.support.memory import FAKE_POB, FakeKernelMemory
 
@@ -45,9 +45,7 @@ EFD, THREE, SFD, IDLE, FIRED, ABS, EP, PIPE_R = 3, 4, 5, 6, 7, 8, 9, 10
 
 def _files_by_fd(directory) -> tuple[dict[int, object], dict[int, object]]:
     """(fd -> files.img entry, fd -> fdinfo entry) of the one process in `directory`."""
-    files = {e.id: e for e in images.read_image(directory / images.FILES.filename()).entries}
-    ids = images.read_image(directory / images.IDS.filename(10000)).entries[0]
-    fdinfo = {e.fd: e for e in images.read_image(directory / images.FDINFO.filename(ids.files_id)).entries}
+    files, fdinfo = process_files(directory)
     return {fd: files[e.id] for fd, e in fdinfo.items()}, fdinfo
 
 

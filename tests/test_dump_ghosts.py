@@ -23,6 +23,7 @@ from ovm_offline.errors import ExitCode, UnsupportedError
 from ovm_offline.kernel.task.tasks import find_task
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import ovm
+from tests.support.dumped_files import process_files
 from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
@@ -54,9 +55,8 @@ def _ghosts(d):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_file_with_no_name_left_is_a_ghost_with_its_inode(dumped, kernel):
     d = dumped(kernel, "ghosts")
-    files = {e.id: e for e in images.read_image(d / images.FILES.filename()).entries}
-    ids = images.read_image(d / images.IDS.filename(10000)).entries[0]
-    by_fd = {e.fd: e.id for e in images.read_image(d / images.FDINFO.filename(ids.files_id)).entries}
+    files, fdinfo = process_files(d)
+    by_fd = {fd: e.id for fd, e in fdinfo.items()}
     ghosts = _ghosts(d)
     # the two opens of small: two files, one ghost, named by its old path, written whole
     gid, head, chunks, raw = ghosts[by_fd[SMALL]]

@@ -33,6 +33,7 @@ from ovm_offline.kernel.net.tcp import (
 )
 from tests.support.checks import assert_one_line_error
 from tests.support.cli import MOMENT_REFUSAL, dump_from, ovm, tree_digest, vcpu_state_of
+from tests.support.dumped_files import process_files
 from tests.support.memory import FakeKernelMemory
 from tests.support.paths import ISF
 
@@ -53,10 +54,8 @@ def _address(family: int, words) -> str:
 
 
 def _sockets_by_fd(directory) -> dict[int, object]:
-    files = {e.id: e for e in images.read_image(directory / images.FILES.filename()).entries}
-    ids = images.read_image(directory / images.IDS.filename(10000)).entries[0]
-    fdinfo = images.read_image(directory / images.FDINFO.filename(ids.files_id)).entries
-    return {e.fd: files[e.id].isk for e in fdinfo if files[e.id].HasField("isk")}
+    files, fdinfo = process_files(directory)
+    return {fd: files[e.id].isk for fd, e in fdinfo.items() if files[e.id].HasField("isk")}
 
 
 @pytest.mark.guest

@@ -13,6 +13,7 @@ import pytest
 
 from corpus import kernels
 from ovm_offline.criu import images
+from tests.support.dumped_files import process_files
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
@@ -27,9 +28,8 @@ A, A2, B, Z = 3, 4, 5, 6
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_open_shmem_file_is_a_memfd_entry_naming_its_inode(dumped, kernel):
     d = dumped(kernel, "memfd")
-    files = {e.id: e for e in images.read_image(d / images.FILES.filename()).entries}
-    ids = images.read_image(d / images.IDS.filename(10000)).entries[0]
-    by_fd = {e.fd: files[e.id] for e in images.read_image(d / images.FDINFO.filename(ids.files_id)).entries}
+    files, fdinfo = process_files(d)
+    by_fd = {fd: files[e.id] for fd, e in fdinfo.items()}
     inodes = {m.inode_id: m for m in images.read_image(d / images.MEMFD_INODE.filename()).entries}
     assert all(by_fd[fd].HasField("memfd") for fd in (A, A2, B, Z))
     assert by_fd[A].id == by_fd[A2].id  # one open file, two fds

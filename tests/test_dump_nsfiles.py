@@ -11,6 +11,7 @@ import pytest
 
 from corpus import kernels
 from ovm_offline.criu import images
+from tests.support.dumped_files import process_files
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
@@ -22,9 +23,8 @@ O_CLOEXEC_FD = 1
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_each_namespace_file_names_the_namespace_the_process_is_in(dumped, kernel):
     d = dumped(kernel, "nsfiles")
-    files = {e.id: e for e in images.read_image(d / images.FILES.filename()).entries}
+    files, fdinfo = process_files(d)
     ids = images.read_image(d / images.IDS.filename(10000)).entries[0]
-    fdinfo = {e.fd: e for e in images.read_image(d / images.FDINFO.filename(ids.files_id)).entries}
     ns = {fd: files[e.id].nsf for fd, e in fdinfo.items() if files[e.id].HasField("nsf")}
     assert {fd: (n.ns_cflag, n.ns_id) for fd, n in ns.items()} == {
         3: (CLONE_NEWNET, ids.net_ns_id),
