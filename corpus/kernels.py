@@ -153,13 +153,6 @@ KERNELS = {
             # SO_PASSSEC, which 6.16+ refuses outside UNIX and netlink sockets: EOPNOTSUPP)
             criu_suite="sid",
             recording_mib=340,  # measured: 335-353 MiB
-            open_gaps=(
-                (
-                    "blockers-partial",
-                    "a write of more than PIPE_BUF into a pipe, caught part-way, is refused on 7.2 (its"
-                    " iov_iter is not found on the writer's stack yet)",
-                ),
-            ),
         ),
     )
 }

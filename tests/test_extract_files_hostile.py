@@ -15,6 +15,7 @@ from ovm_offline.extract.files import (
     file_owner_state,
 )
 from ovm_offline.filekinds import classify
+from ovm_offline.kernel.core.objects import Pointer
 from ovm_offline.kernel.fs.fdtable import (
     PIPEFS_MAGIC,
     S_IFCHR,
@@ -124,7 +125,7 @@ class Fake(FakeKernelMemory):
         return p
 
 
-@pytest.fixture(params=["6.1", "6.12"])
+@pytest.fixture(params=["6.1", "6.12", "7.2"])
 def fake(request):
     return Fake(request.param)
 
@@ -175,6 +176,8 @@ def test_file_kinds(fake):
     assert kind(S_IFCHR | 0o620, "tty_fops") == "tty"
     assert kind(S_IFCHR | 0o666, "ptmx_fops") == "tty"
     assert kind(S_IFIFO | 0o600, "pipefifo_fops", PIPEFS_MAGIC) == "pipe"
+    if fake.prog.symbols.has_symbol("pipeanon_fops"):  # 6.15+: an anonymous pipe's own table
+        assert kind(S_IFIFO | 0o600, "pipeanon_fops", PIPEFS_MAGIC) == "pipe"
     assert kind(S_IFIFO | 0o644, "pipefifo_fops", 0x01021994) == "fifo"  # a FIFO on tmpfs
     assert kind(0o600, "eventfd_fops") == "eventfd"
     assert kind(0o600, "eventpoll_fops") == "eventpoll"
@@ -202,13 +205,13 @@ def test_file_kinds(fake):
 
 
 def test_owner_embedded_or_pointer(fake):
-    """f_owner is embedded in struct file on 6.1, a pointer (NULL until F_SETOWN) on 6.12."""
+    """f_owner is embedded in struct file on 6.1, a pointer (NULL until F_SETOWN) since 6.12."""
     ns = fake.pid_ns()
     f = fake.file(fake.inode(S_IFREG | 0o644))
     fp = fake.prog.pointer("file", f)
     nsp = fake.prog.pointer("pid_namespace", ns)
     assert file_owner_state(fp, nsp) == Owner()
-    if fake.kernel == "6.12":
+    if isinstance(fake.prog.struct("file", f).f_owner, Pointer):
         fown = fake.alloc("fown_struct")
         fake.set(f, "file", "f_owner", fown)
     else:

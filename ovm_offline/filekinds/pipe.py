@@ -19,14 +19,13 @@ from ..kernel.core.memory import Program
 from ..kernel.core.objects import Pointer
 from ..kernel.fs.dcache import inode_ino
 from ..kernel.fs.fdtable import O_DIRECT
-from ..kernel.fs.pipe import file_pipe, pipe_read_data, pipe_size
+from ..kernel.fs.pipe import ANON_PIPE_FOPS, FIFO_FOPS, file_pipe, pipe_read_data, pipe_size
 from ..state import FileState, OpenFile
 from .base import S_IFIFO, ExtractContext, FileKind, Marks, Saved
 
 __all__ = ["FIFO", "PIPE", "PipeState", "pipe_state"]
 
 O_ACCMODE, O_WRONLY = 0o3, 0o1
-PIPEFIFO_FOPS = ("pipefifo_fops",)
 
 
 @dataclasses.dataclass
@@ -108,12 +107,12 @@ class FifoWriter:
 PIPE = FileKind(
     name="pipe",
     noun="a pipe",
-    marks=Marks(fops=PIPEFIFO_FOPS, modes=(S_IFIFO,), pipefs=True),
+    marks=Marks(fops=ANON_PIPE_FOPS, modes=(S_IFIFO,), pipefs=True),
     saved=Saved(writer=PipeWriter, fd_type=F.PIPE, state_type=PipeState, extract=extract_pipe),
 )
 FIFO = FileKind(
     name="fifo",
     noun="a FIFO",
-    marks=Marks(fops=PIPEFIFO_FOPS, modes=(S_IFIFO,), pipefs=False),
+    marks=Marks(fops=FIFO_FOPS, modes=(S_IFIFO,), pipefs=False),
     saved=Saved(writer=FifoWriter, fd_type=F.FIFO, state_type=PipeState, extract=extract_pipe),
 )

@@ -22,7 +22,16 @@ from ..core.objects import Pointer, Struct
 from ..mm.pagecache import PAGE_SIZE, page_to_phys
 from .fdtable import file_fops_name, file_inode_ptr
 
-__all__ = ["MAX_RING_SIZE", "file_is_pipe", "file_pipe", "pipe_buffers", "pipe_read_data", "pipe_size"]
+__all__ = [
+    "ANON_PIPE_FOPS",
+    "FIFO_FOPS",
+    "MAX_RING_SIZE",
+    "file_is_pipe",
+    "file_pipe",
+    "pipe_buffers",
+    "pipe_read_data",
+    "pipe_size",
+]
 
 
 if TYPE_CHECKING:
@@ -54,11 +63,14 @@ def file_pipe(file: Pointer | Struct) -> Pointer:
 
 
 def file_is_pipe(file: Pointer | Struct) -> bool:
-    """Is a ``struct file`` an end of a pipe or FIFO (its ``f_op`` is pipefifo_fops)?"""
-    return file_fops_name(file, _PIPE_FOPS) is not None
+    """Is a ``struct file`` an end of a pipe or FIFO (its ``f_op`` is one of their tables)?"""
+    return file_fops_name(file, frozenset(ANON_PIPE_FOPS)) is not None
 
 
-_PIPE_FOPS = frozenset({"pipefifo_fops"})
+#: a FIFO's file operations; an anonymous pipe's too before 6.15
+FIFO_FOPS = ("pipefifo_fops",)
+#: an anonymous pipe's since 6.15, which leave its times alone (the ISF has it or not)
+ANON_PIPE_FOPS = ("pipeanon_fops", *FIFO_FOPS)
 
 
 def pipe_ring(pipe: Pointer | Struct) -> tuple[int, int, int, int]:
