@@ -410,6 +410,7 @@ MEMBER_TABLE_OF_FORMAT = {
     23: "abb3fd2edd791d3f",
     24: "896061ee9f52c0d4",
     25: "3ad7c4fe8321d695",
+    26: "91e38134e0224cd0",
 }
 
 

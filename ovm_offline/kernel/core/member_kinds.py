@@ -267,7 +267,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         " task_struct.exit_code tty_buffer.commit tty_buffer.read tty_buffer.size"
         # 7.x
         " memdesc_flags_t.f page.__folio_index page.compound_head page.compound_info rseq_data.len rseq_data.sig"
-        " epoll_key.fd task_exec_state.dumpable task_struct.jobctl task_struct.atomic_flags k_itimer.it_status sock.sk_scm_credentials sock.sk_scm_security hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
+        " epoll_key.fd ns_common.ns_type task_exec_state.dumpable task_struct.jobctl task_struct.atomic_flags k_itimer.it_status sock.sk_scm_credentials sock.sk_scm_security hrtimer.is_queued timerqueue_linked_node.expires timerqueue_node.expires"
     ),
     "struct kuid_t": (
         "cred.euid cred.fsuid cred.suid cred.uid inode.i_uid kern_ipc_perm.cuid kern_ipc_perm.uid "
@@ -297,7 +297,7 @@ _MEMBERS_BY_KIND: dict[str, str] = {
         "file.private_data iov_iter.ubuf maple_tree.ma_root task_struct.stack vdso_image.data "
         "vm_area_struct.vm_private_data vm_struct.addr xarray.xa_head"
         " super_block.s_fs_info"
-        " dentry.d_fsdata file_lock.fl_owner file_lock_core.flc_owner inode.i_private tty_struct.disc_data"
+        " file_lock.fl_owner file_lock_core.flc_owner inode.i_private tty_struct.disc_data"
     ),
     "struct sigset_t": (
         "sigaction.sa_mask signalfd_ctx.sigmask sigpending.signal task_struct.blocked "

@@ -154,8 +154,10 @@ def _d_dname_name(prog: Program, dentry: Struct) -> tuple[str, bool] | None:
     if is_fn("anon_inodefs_dname"):
         return f"anon_inode:{name}", False
     if is_fn("ns_dname"):
-        # fs/nsfs.c: d_fsdata is the namespace type's struct proc_ns_operations
-        ops = prog.pointer("proc_ns_operations", int(dentry.d_fsdata))
+        # fs/nsfs.c: the inode's i_private is the namespace's struct ns_common, whose ops name
+        # its type (d_fsdata held the ops too before 6.9, and no longer does)
+        private = int(inode.i_private) if inode else 0
+        ops = prog.struct("ns_common", private).ops if private else None
         ns_name = kernel_text(ops.name.string_(64)) if ops else "?"
         return f"{ns_name}:[{ino}]", False
     if is_fn("simple_dname"):

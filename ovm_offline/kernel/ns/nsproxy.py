@@ -16,7 +16,14 @@ from ..core.memory import Program
 from ..core.objects import Pointer, Struct
 from ..task.pid import task_active_pid_ns
 
-__all__ = ["NS_KINDS_BY_CLONE_FLAG", "NamespaceInodes", "ns_inum", "nsfs_file_namespace", "task_namespaces"]
+__all__ = [
+    "NS_KINDS_BY_CLONE_FLAG",
+    "NamespaceInodes",
+    "ns_common_type",
+    "ns_inum",
+    "nsfs_file_namespace",
+    "task_namespaces",
+]
 
 
 #: /proc/PID/ns name -> nsproxy member
@@ -117,7 +124,7 @@ NS_KINDS_BY_CLONE_FLAG = {
 def nsfs_file_namespace(file: Pointer | Struct) -> tuple[str, int, int]:
     """(kind, inode number, CLONE_NEW* flag) of the namespace an nsfs ``struct file``
     (/proc/PID/ns/*) is open on: its inode's ``i_private`` is the namespace's ``struct
-    ns_common``, whose ``ops->type`` says the kind."""
+    ns_common``, whose `ns_common_type` says the kind."""
     f = file.deref() if isinstance(file, Pointer) else file
     prog = f.prog_
     inode = f.f_inode
@@ -125,14 +132,7 @@ def nsfs_file_namespace(file: Pointer | Struct) -> tuple[str, int, int]:
     if not private:
         raise GuestDataError(f"nsfs file at 0x{f.address_:x} has no namespace")
     common = prog.struct("ns_common", private)
-    if not common.has_member_("ops"):
-        raise UnsupportedError(
-            "a namespace file on a kernel whose struct ns_common has no ops (a layout not known here)"
-        )
-    ops = common.ops
-    if not ops:
-        raise GuestDataError(f"ns_common at 0x{private:x} has no operations")
-    flag = int(ops.deref().type)
+    flag = ns_common_type(common)
     kind = NS_KINDS_BY_CLONE_FLAG.get(flag)
     if kind is None:
         raise GuestDataError(f"ns_common at 0x{private:x} has namespace type 0x{flag:x}, which is no CLONE_NEW* flag")
@@ -140,3 +140,19 @@ def nsfs_file_namespace(file: Pointer | Struct) -> tuple[str, int, int]:
     if inum != int(inode.i_ino):
         raise GuestDataError(f"nsfs inode {int(inode.i_ino)} names namespace {inum}")
     return kind, inum, flag
+
+
+def ns_common_type(common: Struct) -> int:
+    """The CLONE_NEW* flag of a ``struct ns_common``: its own ``ns_type`` (6.18+), or its
+    ``ops->type`` before."""
+    if common.has_member_("ns_type"):
+        return int(common.ns_type)
+    if not common.has_member_("ops") or not common.prog_.struct_type("proc_ns_operations").has_member("type"):
+        raise UnsupportedError(
+            "a namespace file on a kernel whose struct ns_common has neither ns_type nor ops->type"
+            " (a layout not known here)"
+        )
+    ops = common.ops
+    if not ops:
+        raise GuestDataError(f"ns_common at 0x{common.address_:x} has no operations")
+    return int(ops.deref().type)
