@@ -106,7 +106,9 @@ def test_sysvshm_saves_the_ipc_namespace_with_both_segments(dumped, kernel):
 
 
 def _shm(ino: int, size: int, pages: list[PageRun] | None = None) -> SharedMemory:
-    return SharedMemory(ino=ino, name=f"/memfd:m{ino}", uid=0, gid=0, size=size, seals=1, pages=pages or [])
+    return SharedMemory(
+        ino=ino, name=f"/memfd:m{ino}", uid=0, gid=0, size=size, seals=1, mode=0o100777, pages=pages or []
+    )
 
 
 def test_memfd_inodes_are_numbered_once_and_empty_ones_have_no_pagemap(tmp_path):

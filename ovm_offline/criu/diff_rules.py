@@ -245,6 +245,7 @@ CRIU4_ONLY: tuple[IgnoreRule, ...] = (
     IgnoreRule("files.isk.ip_opts.tos", _CRIU3_LACKS),
     IgnoreRule("files.isk.ip_opts.ttl", _CRIU3_LACKS),
     IgnoreRule("cgroup.controllers[*].is_threaded", _CRIU3_LACKS),
+    IgnoreRule("memfd.mode", _CRIU3_LACKS),
     *(
         IgnoreRule(
             f"cgroup.**.properties[name={name}]", "CRIU 3.x saves no such cgroup v2 file (4.x does, and ours do)"

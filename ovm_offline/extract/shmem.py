@@ -57,6 +57,7 @@ def shared_memory_of(prog: Program, file: Pointer, cache: dict[int, SharedMemory
         gid=inode.i_gid.val,
         size=size,
         seals=shmem_seals(inode),
+        mode=int(inode.i_mode),
         pages=[PageRun(off, pa, n) for off, pa, n in shmem_pages_runs(data.pages)],
         swapped_pages=data.swapped,
         sysv=ident.path.startswith(SYSV_NAME_PREFIX),

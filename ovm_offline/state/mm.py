@@ -96,6 +96,7 @@ class SharedMemory:
     gid: int
     size: int  # i_size in bytes
     seals: int  # F_GET_SEALS
+    mode: int  # i_mode (st_mode): CRIU 4.x saves it and its restore sets it with fchmod
     pages: list[PageRun]  # vaddr = offset in the file: the data pages lseek(SEEK_DATA) finds
     swapped_pages: int = 0  # data pages swapped out: not in memory, not saved
     sysv: bool = False

@@ -201,6 +201,7 @@ class ShmemImages:
                 shmid=shm.ino,
                 seals=shm.seals,
                 inode_id=inode_id,
+                mode=shm.mode,  # CRIU 4.x's; 3.x's restore skips the field
             )
             for inode_id, shm in sorted(self.inodes.values(), key=lambda t: t[0])
         ]
