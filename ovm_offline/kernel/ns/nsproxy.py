@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...errors import GuestDataError, UnsupportedError
+from ...errors import GuestDataError, LayoutError
 from ..core.memory import Program
 from ..core.objects import Pointer, Struct
 from ..task.pid import task_active_pid_ns
@@ -148,10 +148,7 @@ def ns_common_type(common: Struct) -> int:
     if common.has_member_("ns_type"):
         return int(common.ns_type)
     if not common.has_member_("ops") or not common.prog_.struct_type("proc_ns_operations").has_member("type"):
-        raise UnsupportedError(
-            "a namespace file on a kernel whose struct ns_common has neither ns_type nor ops->type"
-            " (a layout not known here)"
-        )
+        raise LayoutError("struct ns_common has neither ns_type nor ops->type: a layout not supported")
     ops = common.ops
     if not ops:
         raise GuestDataError(f"ns_common at 0x{common.address_:x} has no operations")
