@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ...errors import GuestDataError
 from ...state import FileIdentity
 from ..core.objects import Object, Pointer, Struct
+from ..ns.nsproxy import ns_common_name
 
 __all__ = [
     "d_path",
@@ -157,9 +158,8 @@ def _d_dname_name(prog: Program, dentry: Struct) -> tuple[str, bool] | None:
         # fs/nsfs.c: the inode's i_private is the namespace's struct ns_common, whose ops name
         # its type (d_fsdata held the ops too before 6.9, and no longer does)
         private = int(inode.i_private) if inode else 0
-        ops = prog.struct("ns_common", private).ops if private else None
-        ns_name = kernel_text(ops.name.string_(64)) if ops else "?"
-        return f"{ns_name}:[{ino}]", False
+        ns_name = ns_common_name(prog.struct("ns_common", private)) if private else None
+        return f"{kernel_text(ns_name) if ns_name is not None else '?'}:[{ino}]", False
     if is_fn("simple_dname"):
         # fs/d_path.c: "/" + d_name + " (deleted)", for pseudo files of an internal mount
         # (shmem "dev/zero" of shared anonymous memory, "memfd:NAME"); the caller adds

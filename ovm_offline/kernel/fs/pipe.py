@@ -64,13 +64,14 @@ def file_pipe(file: Pointer | Struct) -> Pointer:
 
 def file_is_pipe(file: Pointer | Struct) -> bool:
     """Is a ``struct file`` an end of a pipe or FIFO (its ``f_op`` is one of their tables)?"""
-    return file_fops_name(file, frozenset(ANON_PIPE_FOPS)) is not None
+    return file_fops_name(file, _PIPE_FOPS) is not None
 
 
 #: a FIFO's file operations; an anonymous pipe's too before 6.15
 FIFO_FOPS = ("pipefifo_fops",)
 #: an anonymous pipe's since 6.15, which leave its times alone (the ISF has it or not)
 ANON_PIPE_FOPS = ("pipeanon_fops", *FIFO_FOPS)
+_PIPE_FOPS = frozenset(ANON_PIPE_FOPS)
 
 
 def pipe_ring(pipe: Pointer | Struct) -> tuple[int, int, int, int]:

@@ -19,6 +19,7 @@ from ..task.pid import task_active_pid_ns
 __all__ = [
     "NS_KINDS_BY_CLONE_FLAG",
     "NamespaceInodes",
+    "ns_common_name",
     "ns_common_type",
     "ns_inum",
     "nsfs_file_namespace",
@@ -153,3 +154,10 @@ def ns_common_type(common: Struct) -> int:
     if not ops:
         raise GuestDataError(f"ns_common at 0x{common.address_:x} has no operations")
     return int(ops.deref().type)
+
+
+def ns_common_name(common: Struct) -> bytes | None:
+    """The type name its ``ops->name`` gives a ``struct ns_common`` ("net", "mnt", ...: what
+    /proc/PID/ns/* links show), None when it has no operations."""
+    ops = common.ops
+    return ops.name.string_(64) if ops else None
