@@ -31,5 +31,6 @@ class GuestDied(GuestLost):
 class GuestBroken(GuestLost):
     """The guest kernel said it failed by itself while QEMU ran on: an oops, or a CPU stuck in
     the kernel for minutes (under TCG both vCPUs of a 6.1 guest were seen stuck in runc and
-    criu for ten minutes, and a 6.12 guest took an int3 oops in patched kernel text). A soft
-    lockup of seconds is only a loaded host starving a vCPU, and passes."""
+    criu for ten minutes, a 5.10 guest's in runc in reports of 22 s each, and a 6.12 guest took
+    an int3 oops in patched kernel text). A soft lockup of seconds is only a loaded host
+    starving a vCPU, and passes."""

@@ -32,17 +32,53 @@ JOB_STARTED = "OVM-INIT: running job"
 KERNEL_ARGS = "console=ttyS0 panic=-1 quiet loglevel=4 cgroup.memory=nokmem,nosocket"
 #: a CPU stuck in the guest kernel this long is a hang, not a vCPU the loaded host starved
 STUCK_SECONDS = 120
-_KERNEL_FAILED = re.compile(rb"\bOops: |Kernel panic - not syncing|BUG: soft lockup - CPU#\d+ stuck for (\d+)s")
+_KERNEL_FAILED = re.compile(rb"\bOops: |Kernel panic - not syncing")
+_SOFT_LOCKUP = re.compile(rb"^\[\s*(\d+)\.\d+\].*BUG: soft lockup - CPU#(\d+) stuck for (\d+)s! \[(.*)\]", re.M)
+#: seconds a repeated soft-lockup report may come late and still continue the same lockup
+_LOCKUP_REPORT_SLACK = 10
+
+
+class KernelConsole:
+    """Reads a guest console's new whole lines for the kernel saying it failed by itself.
+
+    A soft lockup is reported again every ~20 s while it lasts. Kernels since 5.14 give the
+    whole time stuck; 5.10 restarts its count at each report (a CI guest's two vCPUs were stuck
+    in runc for minutes in reports of 22 s each). So a lockup's length is measured from the
+    console clock: its first report's time, less the seconds that report gives, to its latest
+    report on the same CPU and task."""
+
+    def __init__(self) -> None:
+        # per CPU: (task, console second the lockup began, console second of its latest report)
+        self._lockups: dict[bytes, tuple[bytes, int, int]] = {}
+
+    def failure(self, lines: bytes) -> str | None:
+        """The first of these lines by which the kernel says it failed, if any."""
+        found = [(m.start(), m.end()) for m in _KERNEL_FAILED.finditer(lines)]
+        for lockup in _SOFT_LOCKUP.finditer(lines):
+            if self._stuck_seconds(lockup) >= STUCK_SECONDS:
+                found.append((lockup.start(), lockup.end()))
+        if not found:
+            return None
+        first, last = min(found)
+        start = lines.rfind(b"\n", 0, first) + 1
+        end = lines.find(b"\n", last)
+        return lines[start : end if end >= 0 else len(lines)].decode(errors="replace").strip()
+
+    def _stuck_seconds(self, report: re.Match[bytes]) -> int:
+        at, cpu, seconds, task = int(report[1]), report[2], int(report[3]), report[4]
+        began = at - seconds
+        previous = self._lockups.get(cpu)
+        if previous is not None:
+            previous_task, previous_began, previous_at = previous
+            if previous_task == task and at - previous_at <= seconds + _LOCKUP_REPORT_SLACK:
+                began = min(began, previous_began)
+        self._lockups[cpu] = (task, began, at)
+        return at - began
 
 
 def kernel_failure(console: bytes) -> str | None:
-    """The first console line by which a guest kernel says it failed by itself, if any."""
-    for match in _KERNEL_FAILED.finditer(console):
-        if match.group(1) is None or int(match.group(1)) >= STUCK_SECONDS:
-            start = console.rfind(b"\n", 0, match.start()) + 1
-            end = console.find(b"\n", match.end())
-            return console[start : end if end >= 0 else len(console)].decode(errors="replace").strip()
-    return None
+    """The first line of a whole console by which its guest kernel says it failed, if any."""
+    return KernelConsole().failure(console)
 
 
 def _die_with_parent() -> None:
@@ -114,6 +150,7 @@ class Guest:
         self._ctl: socket.socket | None = None
         self._ctl_buffer = b""
         self._console_checked = 0  # bytes of the console log already searched for a kernel failure
+        self._kernel_console = KernelConsole()
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Guest:
@@ -250,7 +287,7 @@ class Guest:
             return
         whole = new[: new.rfind(b"\n") + 1]
         self._console_checked += len(whole)
-        failure = kernel_failure(whole)
+        failure = self._kernel_console.failure(whole)
         if failure is not None:
             raise GuestBroken(f"the guest kernel failed while {doing}: {failure}", self.log_tail())
 

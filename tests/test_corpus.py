@@ -18,7 +18,7 @@ import pytest
 from corpus import initramfs, jobs, kernels, matrix, recorder
 from corpus.cache import cache_root
 from corpus.errors import CorpusError, GuestBroken, GuestError, GuestStuck
-from corpus.guest import Guest, kernel_failure
+from corpus.guest import Guest, KernelConsole, kernel_failure
 from corpus.restore import restore
 from corpus.workloads import get_workload
 
@@ -279,6 +279,55 @@ def test_a_kernel_failure_is_a_console_line_a_short_soft_lockup_is_not(line, fai
     guest; a soft lockup of seconds is a vCPU the loaded host starved, which goes on."""
     console = f"[    1.0] booting\n{line}\n[  600.0] later\n".encode()
     assert kernel_failure(console) == (line if failed else None)
+
+
+# a 5.10 guest of a CI run (both vCPUs stuck in runc; 5.10 restarts its count at each report)
+_REPORTS_OF_5_10 = """\
+[  116.987981] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [runc:10088]
+[  124.795766] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [runc:10069]
+[  144.992056] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [runc:10088]
+[  152.800022] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [runc:10069]
+[  154.119646] rcu: INFO: rcu_sched detected stalls on CPUs/tasks:
+[  172.987981] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [runc:10088]
+[  180.795766] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [runc:10069]
+[  200.992056] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [runc:10088]
+[  208.800022] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [runc:10069]
+"""
+
+
+def test_a_lockup_reported_again_and_again_for_seconds_each_is_a_hang_of_minutes():
+    """5.10's reports each say ~22 s; the console clock says CPU#1 was stuck from 94 s to 201 s,
+    and CPU#0 from 102 s to 208 s: the first report past two minutes is the failure."""
+    assert kernel_failure(_REPORTS_OF_5_10.encode()) is None
+    later = _REPORTS_OF_5_10 + "[  228.992348] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [runc:10088]\n"
+    assert kernel_failure(later.encode()) == later.splitlines()[-1]
+
+
+def test_a_lockup_is_measured_across_reads_of_the_console():
+    """The guest reads its console in pieces as it grows: a lockup's reports add up across them."""
+    console = KernelConsole()
+    lines = _REPORTS_OF_5_10.encode().splitlines(keepends=True)
+    assert all(console.failure(line) is None for line in lines)
+    assert console.failure(b"[  236.8] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [runc:10069]\n") is not None
+
+
+@pytest.mark.parametrize(
+    "reports",
+    [
+        # 6.1 and later give the whole time stuck in each report: 74 s is 74 s, not 22+48+74
+        [(100, 0, 22, "criu:176"), (126, 0, 48, "criu:176"), (152, 0, 74, "criu:176")],
+        # short lockups of one CPU, each ended before the next (a loaded host starving a vCPU)
+        [(50, 1, 22, "criu:176"), (150, 1, 23, "criu:176"), (250, 1, 22, "criu:176"), (350, 1, 22, "criu:176")],
+        # one CPU stuck in a new task at each report: each task ran, only the CPU was starved
+        [(50, 0, 22, "runc:1"), (74, 0, 22, "runc:2"), (98, 0, 22, "runc:3"), (122, 0, 22, "runc:4")],
+    ],
+)
+def test_lockups_that_end_are_not_added_together(reports):
+    lines = "".join(
+        f"[{at:5d}.000000] watchdog: BUG: soft lockup - CPU#{cpu} stuck for {s}s! [{task}]\n"
+        for at, cpu, s, task in reports
+    )
+    assert kernel_failure(lines.encode()) is None
 
 
 def test_a_recording_whose_guest_is_stuck_is_made_once_more(tmp_path, monkeypatch):
