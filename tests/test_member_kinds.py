@@ -107,7 +107,10 @@ def test_every_member_the_walkers_read_has_its_kind_listed(recording, tmp_path, 
                 raw_kind(isf, found[1]) for isf in isfs.values() if (found := raw_member_path(isf, name)[1]) is not None
             }
             rows.append(f"    {name} under {' and '.join(sorted(kinds))}")
-        message = "members to add to _MEMBERS_BY_KIND (or paths to _MEMBER_PATHS_BY_KIND):\n" + "\n".join(rows)
+        message = (
+            "members to add to member_table.py's MEMBERS_BY_KIND (or paths to MEMBER_PATHS_BY_KIND):\n"
+            + "\n".join(rows)
+        )
         if get_workload(workload).moment == "as-is":
             # which paths run depends on the moment the recording caught: the next recording
             # may not read what this one did, so a miss is said, and a stopped workload fails
