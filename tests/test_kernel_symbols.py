@@ -411,6 +411,7 @@ MEMBER_TABLE_OF_FORMAT = {
     24: "896061ee9f52c0d4",
     25: "3ad7c4fe8321d695",
     26: "91e38134e0224cd0",
+    27: "f8c3bf2dcc4ec698",
 }
 
 

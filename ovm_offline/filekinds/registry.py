@@ -18,7 +18,7 @@ from ..kernel.fs.fdtable import (
     socket_family,
 )
 from ..state import FileKindName
-from . import eventfd, eventpoll, inet, memfd, nsfs, pipe, refused, regular, signalfd, timerfd, tty, unix
+from . import eventfd, eventpoll, inet, inotify, memfd, nsfs, pipe, refused, regular, signalfd, timerfd, tty, unix
 from .base import FileKind, Marks
 
 __all__ = ["FILE_KINDS", "KNOWN_FOPS", "classify", "kind_named", "new_writers", "saved_kinds"]
@@ -37,6 +37,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     timerfd.KIND,
     eventpoll.KIND,
     nsfs.KIND,
+    inotify.KIND,
     *refused.REFUSED_ANON_KINDS,
     memfd.KIND,
     refused.ANON,

@@ -42,6 +42,7 @@ __all__ = [
     "eventfd_is_semaphore",
     "eventpoll_items",
     "eventpoll_of",
+    "file_private",
     "rb_inorder",
     "signalfd_ctx_of",
     "signalfd_mask",
@@ -69,7 +70,7 @@ _ALARM_BASE_CLOCKS = {0: CLOCK_REALTIME, 1: CLOCK_BOOTTIME}  # ALARM_REALTIME, A
 MAX_EPOLL_ITEMS = 1 << 22
 
 
-def _private(file: Pointer | Struct, type_name: str) -> Pointer:
+def file_private(file: Pointer | Struct, type_name: str) -> Pointer:
     """``file->private_data`` of a ``struct file`` as a ``struct type_name *``; GuestDataError
     if NULL."""
     f = file.deref() if isinstance(file, Pointer) else file
@@ -84,7 +85,7 @@ def _private(file: Pointer | Struct, type_name: str) -> Pointer:
 
 def eventfd_ctx_of(file: Pointer | Struct) -> Pointer:
     """The ``struct eventfd_ctx *`` of an eventfd's ``struct file``."""
-    return _private(file, "eventfd_ctx")
+    return file_private(file, "eventfd_ctx")
 
 
 def eventfd_count(ctx: Pointer | Struct) -> int:
@@ -102,7 +103,7 @@ def eventfd_is_semaphore(ctx: Pointer | Struct) -> bool:
 
 def signalfd_ctx_of(file: Pointer | Struct) -> Pointer:
     """The ``struct signalfd_ctx *`` of a signalfd's ``struct file``."""
-    return _private(file, "signalfd_ctx")
+    return file_private(file, "signalfd_ctx")
 
 
 def signalfd_mask(ctx: Pointer | Struct) -> int:
@@ -116,7 +117,7 @@ def signalfd_mask(ctx: Pointer | Struct) -> int:
 
 def timerfd_ctx_of(file: Pointer | Struct) -> Pointer:
     """The ``struct timerfd_ctx *`` of a timerfd's ``struct file``."""
-    return _private(file, "timerfd_ctx")
+    return file_private(file, "timerfd_ctx")
 
 
 def timerfd_clockid(ctx: Pointer | Struct) -> int:
@@ -166,7 +167,7 @@ def timerfd_remaining_ns(ctx: Pointer | Struct, now: int | None = None) -> int:
 
 def eventpoll_of(file: Pointer | Struct) -> Pointer:
     """The ``struct eventpoll *`` of an epoll instance's ``struct file``."""
-    return _private(file, "eventpoll")
+    return file_private(file, "eventpoll")
 
 
 def eventpoll_items(ep: Pointer | Struct, *, limit: int = MAX_EPOLL_ITEMS) -> list[Struct]:

@@ -32,6 +32,7 @@ __all__ = [
     "inode_sb_dev",
     "inode_time",
     "mount_point_path",
+    "dentry_path_through",
     "new_encode_dev",
 ]
 
@@ -266,7 +267,13 @@ def mount_point_path(mount: Struct, root: Struct) -> str | None:
     """Where a ``struct mount`` is mounted, seen from the ``struct path`` `root` (mountinfo's
     mount point: the path of the mount's root dentry on it, with no " (deleted)"); None when
     `root` does not reach it."""
-    dentry = mount.mnt.mnt_root.deref()
+    return dentry_path_through(mount.mnt.mnt_root.deref(), mount, root)
+
+
+def dentry_path_through(dentry: Struct, mount: Struct, root: Struct | None = None) -> str | None:
+    """The path of a ``struct dentry`` through ``struct mount`` `mount`, seen from the ``struct
+    path`` `root` (or from the root of the mount's namespace); None when the dentry is not
+    under the mount's root or `root` does not reach the mount."""
     names, reachable = _prepend_path(mount.prog_, dentry.address_, dentry, mount, root)
     return "/" + "/".join(reversed(names)) if reachable else None
 
