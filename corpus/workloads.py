@@ -337,6 +337,14 @@ _STOPPED = {
             " between and after them; the check reads each message with exactly its files",
         ),
         Workload(
+            "inotify",
+            "inotify",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="two inotify instances watching a directory and files on a tmpfs, one watch"
+            " removed; the check makes events and wants exactly the watched ones, and the next wd (zdtm inotify00)",
+        ),
+        Workload(
             "ptydata",
             "ptydata",
             root_key="pid",
@@ -504,6 +512,7 @@ STANDARD = (
     "ghosts",
     "scmrights",
     "scmrights-stream",
+    "inotify",
     "ptydata",
     "ptyhup",
     "sigpending",

@@ -50,6 +50,7 @@ WORKLOADS = [
     "ghosts",
     "scmrights",
     "scmrights-stream",
+    "inotify",
     "ptydata",
     "ptyhup",
     "sigpending",

@@ -4,7 +4,8 @@ written as something else and the dump claimed success (zdtm pty02 as zdtm sets 
 terminal echoing; pty04's hung-up slave is saved now, the ptyhup workload's; its nsfd child's
 namespace file, zdtm proc-self's state, is saved now and restored in the nsfiles workload, and
 unlinked files, removed cwds and a cwd in an exited process's /proc directory, zdtm
-unlink_fstat00, cwd01 and unhashed_proc's, are saved in the ghosts workload). The open files
+unlink_fstat00, cwd01 and unhashed_proc's, are saved in the ghosts workload; inotify instances
+are saved, the inotify workload's, but not with events unread or a watch with IN_ONESHOT). The open files
 among them can be left out with --skip-unsupported, each named."""
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def test_each_piece_is_refused_by_name_and_nothing_is_written(recording, tmp_pat
         " which criu's restore would write back changed: ONLCR turns each newline into CR NL",
         f"PID {pid['ptyqueue']} (hazards) fd 5: a pseudo-terminal (/dev/pts/",  # its number: who opened first
         ") with 7 byte(s) queued for its reader, which criu's restore would write back changed: the terminal echoes",
+        f"PID {pid['inotifyq']} (hazards) fd 3: an inotify instance with 1 event(s) its reader has not read,"
+        " which criu 3.17 drops",
+        f"PID {pid['oneshot']} (hazards) fd 3: an inotify watch (wd 1) with IN_ONESHOT, which criu 3.17 restores"
+        " as a plain lasting watch",
     )
     assert f"PID {pid['nsfd']}" not in result.stderr  # its nsfs fd is saved now (nsfiles workload)
     assert not out.exists()
@@ -55,5 +60,7 @@ def test_the_open_files_can_be_left_out_each_named(recording, tmp_path, kernel):
     assert result.returncode == 0, result.stderr
     for fd in (3, 5):
         assert f"warning: left out PID {pid['ptyqueue']} (hazards) fd {fd}:" in result.stderr, result.stderr
+    for child in ("inotifyq", "oneshot"):
+        assert f"warning: left out PID {pid[child]} (hazards) fd 3:" in result.stderr, result.stderr
     assert f"PID {pid['nsfd']}" not in result.stderr
     assert (out / "pstree.img").exists()

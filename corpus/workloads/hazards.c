@@ -6,11 +6,13 @@
  *   nsfd      an fd on /proc/self/ns/net                             (zdtm proc-self)
  *   ptyqueue  both ends of a pty, 7 bytes written to the master and not read, the terminal
  *             echoing (zdtm pty02 as zdtm sets it up: criu's restore would echo them again)
+ *   inotifyq  an inotify instance with one event not read (criu's dump drops it)
+ *   oneshot   an inotify instance whose watch has IN_ONESHOT (criu's restore drops the flag)
  *
  * Files live in /run/ovm/hazards/. No golden images: this tree is for a dump's refusals.
  *
- * READY line:  READY root=R nsfd=P ptyqueue=P
- * CHECK line:  CHECK OK children=2 (every child still alive)
+ * READY line:  READY root=R nsfd=P ptyqueue=P inotifyq=P oneshot=P
+ * CHECK line:  CHECK OK children=4 (every child still alive)
  *
  * File locks and leases are the locks workload's (saved with --file-locks), a shared anonymous
  * mapping's file the memfd workload's, a pty slave whose master closed (zdtm pty04) the
@@ -20,6 +22,7 @@
 #include "common.h"
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/inotify.h>
 
 static void nsfd(void)
 {
@@ -49,12 +52,40 @@ static void ptyqueue(void)
 		setup_fail("write to pty master");
 }
 
+static void inotify_on(const char *name, uint32_t mask)
+{
+	char path[4096];
+	if (snprintf(path, sizeof(path), "%s/hazards/%s", run_dir(), name) >= (int)sizeof(path))
+		setup_fail("path of %s too long", name);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		setup_fail("mkdir %s", path);
+	int fd = inotify_init1(IN_NONBLOCK);
+	if (fd < 0 || inotify_add_watch(fd, path, mask) != 1)
+		setup_fail("inotify watch on %s", path);
+	char made[4200];
+	snprintf(made, sizeof(made), "%s/made", path);
+	if (mkdir(made, 0755) < 0)  /* one IN_CREATE event, queued where the mask has it */
+		setup_fail("mkdir %s", made);
+}
+
+static void inotifyq(void)
+{
+	inotify_on("inotifyq", IN_CREATE);
+}
+
+static void oneshot(void)
+{
+	inotify_on("oneshot", IN_DELETE | IN_ONESHOT);
+}
+
 static const struct {
 	const char *name;
 	void (*setup)(void);
 } hazards[] = {
 	{ "nsfd", nsfd },
 	{ "ptyqueue", ptyqueue },
+	{ "inotifyq", inotifyq },
+	{ "oneshot", oneshot },
 };
 #define NHAZARDS ((int)(sizeof(hazards) / sizeof(hazards[0])))
 
