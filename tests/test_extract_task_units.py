@@ -196,6 +196,17 @@ def test_uabi_xstate_standard_and_compacted_agree(compacted):
     assert set(st.components) == {2, 5, 6, 7, 9}
 
 
+@pytest.mark.parametrize("compacted", [False, True])
+def test_before_5_14_pkru_is_the_xsave_images_own_component(compacted):
+    """5.10's thread_struct has no pkru: ptrace copies PKRU from the XSAVE image like any other
+    component, its init state (header bit clear) zeros (a 5.10 guest's counter-la57 was saved with
+    PKRU 0 where criu read 0x55555554, the kernel's default for user tasks)."""
+    st = uabi_xstate(xsave_image(0x2E7, compacted), INIT_LEGACY, SW, LAYOUT, LAYOUT.user_features, None)
+    assert st.components[9] == pattern(9, SIZES[9])
+    st = uabi_xstate(xsave_image(0x2E7 & ~(1 << 9), compacted), INIT_LEGACY, SW, LAYOUT, LAYOUT.user_features, None)
+    assert st.components[9] == bytes(SIZES[9])
+
+
 def test_uabi_xstate_takes_init_legacy_state_for_unused_fp_and_sse():
     st = uabi_xstate(xsave_image(0x4, True), INIT_LEGACY, SW, LAYOUT, LAYOUT.user_features, 0)
     assert st.fxsave[:24] == INIT_LEGACY[:24]  # FP bit clear: cwd=0x37f etc.

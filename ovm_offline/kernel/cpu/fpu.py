@@ -11,7 +11,8 @@ CRIU reads it with PTRACE_GETFPREGS (no XSAVE: the FXSAVE image as stored) or
 PTRACE_GETREGSET NT_X86_XSTATE, which the kernel converts to the standard user layout
 (arch/x86/kernel/fpu/xstate.c __copy_xstate_to_uabi_buf): features missing from the
 header are filled from their init state, the header is masked with the task's
-user_xfeatures, and PKRU comes from ``thread.pkru``. `uabi_xstate` does the same
+user_xfeatures, and PKRU comes from ``thread.pkru`` (5.14+; before, the kernel keeps no copy
+of it and the XSAVE image's own PKRU component is it). `uabi_xstate` does the same
 conversion from bytes, so it can be checked without a guest.
 """
 
@@ -97,13 +98,13 @@ def compacted_offsets(xcomp_bv: int, layout: XstateLayout) -> dict[int, int]:
 
 
 def uabi_xstate(
-    xsave: bytes, init_legacy: bytes, sw_reserved: bytes, layout: XstateLayout, user_xfeatures: int, pkru: int
+    xsave: bytes, init_legacy: bytes, sw_reserved: bytes, layout: XstateLayout, user_xfeatures: int, pkru: int | None
 ) -> FpuState:
     """The NT_X86_XSTATE view of a kernel XSAVE image `xsave` (compacted or standard):
     the legacy 512 bytes with FP/SSE parts taken from `init_legacy` (init_fpstate's
     FXSAVE area) when the header says they are in init state, the padding zeroed and the
     software-reserved bytes replaced by `sw_reserved`; xstate_bv = header & user_xfeatures;
-    one entry per user feature >= 2 (PKRU from `pkru`, absent features zero)."""
+    one entry per user feature >= 2 (PKRU from `pkru` unless it is None, absent features zero)."""
     if len(xsave) < XSAVE_EXTENDED_OFFSET or len(init_legacy) < FXSAVE_SIZE:
         raise GuestDataError(f"XSAVE image of {len(xsave)} bytes is shorter than its header")
     xfeatures, xcomp_bv = struct.unpack_from("<QQ", xsave, XSAVE_HDR_OFFSET)
@@ -134,7 +135,7 @@ def uabi_xstate(
         if not user_xfeatures >> i & 1:
             continue
         size = layout.sizes[i]
-        if i == XFEATURE_PKRU:
+        if i == XFEATURE_PKRU and pkru is not None:
             components[i] = struct.pack("<I", pkru & 0xFFFF_FFFF).ljust(size, b"\0")  # struct pkru_state
         elif header >> i & 1:
             off = where.get(i)
@@ -206,7 +207,7 @@ def task_fpu(task: Struct) -> FpuState:
     init_addr, _, _ = _fpregs(prog["init_fpstate"])
     init_legacy = prog.read(init_addr, FXSAVE_SIZE)
     sw = prog["xstate_fx_sw_bytes"].read_() if prog.has_symbol("xstate_fx_sw_bytes") else b""
-    pkru = task.thread.pkru if task.thread.has_member_("pkru") else 0
+    pkru = int(task.thread.pkru) if task.thread.has_member_("pkru") else None
     return uabi_xstate(prog.read(addr, size), init_legacy, sw, layout, user_xfeatures, pkru)
 
 
