@@ -345,6 +345,14 @@ _STOPPED = {
             " removed; the check makes events and wants exactly the watched ones, and the next wd (zdtm inotify00)",
         ),
         Workload(
+            "fanotify",
+            "fanotify",
+            root_key="pid",
+            run_after_restore=1.0,
+            description="two fanotify instances with inode marks on a tmpfs directory and files, one an"
+            " ignore mask that survives modification; the check wants exactly the marked events (zdtm fanotify00)",
+        ),
+        Workload(
             "ptydata",
             "ptydata",
             root_key="pid",
@@ -513,6 +521,7 @@ STANDARD = (
     "scmrights",
     "scmrights-stream",
     "inotify",
+    "fanotify",
     "ptydata",
     "ptyhup",
     "sigpending",

@@ -51,6 +51,7 @@ WORKLOADS = [
     "scmrights",
     "scmrights-stream",
     "inotify",
+    "fanotify",
     "ptydata",
     "ptyhup",
     "sigpending",

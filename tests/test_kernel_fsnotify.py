@@ -1,8 +1,8 @@
-"""An inotify instance's watches (kernel/fs/fsnotify.py), on fake memory laid out by each pinned
+"""An inotify instance's watches and a fanotify instance's marks (kernel/fs/fsnotify.py), on fake memory laid out by each pinned
 ISF: the inode a mark watches (its connector's ``obj`` points at ``inode->i_fsnotify_marks``
 before 6.11, at the inode after), the flags a user gave (bits of ``mask`` before 5.19, of
 ``flags`` since), events queued, file handles by file system, and hostile lists; and the
-refusals of filekinds/inotify.py that follow from them."""
+refusals of filekinds/inotify.py and fanotify.py that follow from them."""
 
 from __future__ import annotations
 
@@ -12,16 +12,27 @@ import pytest
 
 from ovm_offline.errors import GuestDataError, UnsupportedError
 from ovm_offline.filekinds.base import ExtractContext
+from ovm_offline.filekinds.fanotify import extract_fanotify
 from ovm_offline.filekinds.inotify import _watch, extract_inotify, fh_words
 from ovm_offline.kernel.core.ktypes import PointerType, VoidType
 from ovm_offline.kernel.fs.fsnotify import (
+    FAN_MARK_EVICTABLE,
+    FAN_MARK_IGNORE,
+    FAN_MARK_IGNORED_SURV_MODIFY,
+    FSNOTIFY_MARK_FLAG_HAS_IGNORE_FLAGS,
+    FSNOTIFY_MARK_FLAG_IGNORED_SURV_MODIFY,
     FSNOTIFY_MARK_FLAG_IN_ONESHOT,
+    FSNOTIFY_MARK_FLAG_NO_IREF,
     IN_EXCL_UNLINK,
     IN_ONESHOT,
     exportfs_encode_fh,
+    fanotify_group_flags,
+    fanotify_mark_user_flags,
+    fanotify_permission_events,
     fsnotify_group_marks,
     fsnotify_group_queued,
     fsnotify_mark_inode,
+    fsnotify_mark_object_type,
     inode_alias,
     inotify_group_next_wd,
     inotify_mark_user_mask,
@@ -222,3 +233,79 @@ def test_a_handle_is_written_as_criu_parses_fdinfo_into_sixteen_words():
     """criu's fh_entry holds 16 little-endian words, zero-padded (as criu 3.17's golden images)."""
     words = fh_words(struct.pack("<III", 0x6B9E85, 0xB, 0))
     assert len(words) == 16 and words[0] == 0x0000000B_006B9E85 and words[1:] == [0] * 15
+
+
+# ---------------------------------------------------------------------------------- fanotify
+
+
+def _fanotify_extract(fake: FakeKernelMemory, group: int):
+    file = fake.prog.pointer("file", _file(fake, group))
+    ctx = ExtractContext(
+        prog=fake.prog,
+        task=fake.prog.struct("task_struct", fake.alloc("task_struct")),
+        pid_ns=0,  # type: ignore[arg-type]
+        pid=42,
+        comm="x",
+        shared={},
+    )
+    identity = FileIdentity(path="anon_inode:[fanotify]", dev=0, ino=0, size=0, mode=0)
+    return extract_fanotify(ctx, OpenFile(key=int(file), kind="fanotify", identity=identity, flags=0, pos=0), file)
+
+
+def _fanotify_group(fake: FakeKernelMemory, marks: list[int], *, flags: int = 0, f_flags: int = 0) -> int:
+    group = _group(fake, marks)
+    _link(fake, group + fake.prog.member_offset("fsnotify_group", "fanotify_data.access_list"), [])
+    fake.set(group, "fsnotify_group", "fanotify_data.flags", flags)
+    fake.set(group, "fsnotify_group", "fanotify_data.f_flags", f_flags)
+    return group
+
+
+@pytest.mark.parametrize("kernel", sorted(ISF))
+def test_a_fanotify_group_keeps_its_init_flags_without_the_internal_ones(kernel):
+    fake = FakeKernelMemory(kernel)
+    group = fake.prog.pointer("fsnotify_group", _fanotify_group(fake, [], flags=0x80000013, f_flags=0o100000))
+    assert fanotify_group_flags(group) == (0x13, 0o100000)
+    state = _fanotify_extract(fake, int(group))
+    assert (state.faflags, state.evflags, state.marks) == (0x13, 0o100000, [])
+
+
+@pytest.mark.parametrize("kernel", ["5.10", "7.2"])
+def test_fanotify_events_unread_or_unanswered_are_refused(kernel):
+    fake = FakeKernelMemory(kernel)
+    group = _fanotify_group(fake, [])
+    fake.set(group, "fsnotify_group", "q_len", 2)
+    with pytest.raises(UnsupportedError, match=r"fanotify instance with 2 event\(s\) its reader has not read"):
+        _fanotify_extract(fake, group)
+    group = _fanotify_group(fake, [])
+    _link(fake, group + fake.prog.member_offset("fsnotify_group", "fanotify_data.access_list"), [fake.alloc(64)])
+    assert fanotify_permission_events(fake.prog.pointer("fsnotify_group", group))
+    with pytest.raises(UnsupportedError, match="permission events read and not answered yet"):
+        _fanotify_extract(fake, group)
+
+
+@pytest.mark.parametrize("kernel", sorted(ISF))
+def test_a_fanotify_mark_on_a_mount_is_refused_by_name(kernel):
+    fake = FakeKernelMemory(kernel)
+    mark = _mark(fake, _inode(fake, 8), 0, IN_MODIFY)
+    conn = int(fake.prog.struct("fsnotify_mark", mark).connector)
+    fake.set(conn, "fsnotify_mark_connector", "type", fake.prog.symbols.enumerator("FSNOTIFY_OBJ_TYPE_VFSMOUNT"))
+    assert fsnotify_mark_object_type(fake.prog.struct("fsnotify_mark", mark)) == "VFSMOUNT"
+    with pytest.raises(UnsupportedError, match=r"fanotify mark \(#1\) on a mount \(FAN_MARK_MOUNT\), not saved yet"):
+        _fanotify_extract(fake, _fanotify_group(fake, [mark]))
+
+
+@pytest.mark.parametrize(
+    ("flags", "mflags", "refused"),
+    [
+        (FSNOTIFY_MARK_FLAG_IGNORED_SURV_MODIFY | 0x3, FAN_MARK_IGNORED_SURV_MODIFY, None),
+        (FSNOTIFY_MARK_FLAG_NO_IREF | 0x3, FAN_MARK_EVICTABLE, "FAN_MARK_EVICTABLE"),
+        (FSNOTIFY_MARK_FLAG_HAS_IGNORE_FLAGS | 0x3, FAN_MARK_IGNORE, "FAN_MARK_IGNORE"),
+    ],
+)
+def test_fanotify_mark_flags_are_read_from_the_mark_and_those_criu_lacks_refused(flags, mflags, refused):
+    fake = FakeKernelMemory("6.1")
+    mark = fake.prog.struct("fsnotify_mark", _mark(fake, _inode(fake, 8), 0, IN_MODIFY, flags))
+    assert fanotify_mark_user_flags(mark) == mflags
+    if refused:
+        with pytest.raises(UnsupportedError, match=rf"fanotify mark \(#1\) made with {refused}, which criu 3.17"):
+            _fanotify_extract(fake, _fanotify_group(fake, [mark.address_]))

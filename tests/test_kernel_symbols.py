@@ -412,6 +412,7 @@ MEMBER_TABLE_OF_FORMAT = {
     25: "3ad7c4fe8321d695",
     26: "91e38134e0224cd0",
     27: "f8c3bf2dcc4ec698",
+    28: "47fba7efa6b50659",
 }
 
 

@@ -157,6 +157,13 @@ serve_checks(const sigset_t *blocked, const sigset_t *waitmask, void (*check)(ch
 	}
 }
 
+/* Append "<which> gave [<got>], wanted [<wanted>]; " to a CHECK report when the two differ. */
+static inline void expect_text(char *err, size_t errsz, const char *which, const char *got, const char *wanted)
+{
+	if (strcmp(got, wanted))
+		append(err, errsz, "%s gave [%s], wanted [%s]; ", which, got, wanted);
+}
+
 /* mkdir -p style for one level below run_dir(); returns a static path. */
 static inline const char *work_dir(const char *name)
 {

@@ -83,8 +83,7 @@ static void expect(char *err, size_t errsz, int fd, const char *which, const cha
 {
 	char got[2048];
 	events(fd, got, sizeof(got));
-	if (strcmp(got, wanted))
-		append(err, errsz, "%s gave [%s], wanted [%s]; ", which, got, wanted);
+	expect_text(err, errsz, which, got, wanted);
 }
 
 static void check(char *err, size_t errsz)
@@ -155,14 +154,7 @@ int main(void)
 	events(in, drained, sizeof(drained));
 	events(in2, drained, sizeof(drained));
 	say("READY pid=%d", (int)getpid());
-
-	for (;;) {
-		wait_for_usr1(&blocked, &waitmask);
-		char err[4096] = "";
-		check(err, sizeof(err));
-		if (err[0])
-			say("CHECK FAIL %s", err);
-		else
-			say("CHECK OK pid=%d", (int)getpid());
-	}
+	char ok[64];
+	snprintf(ok, sizeof(ok), "CHECK OK pid=%d", (int)getpid());
+	serve_checks(&blocked, &waitmask, check, ok);
 }

@@ -21,23 +21,24 @@ from __future__ import annotations
 import dataclasses
 import logging
 import struct
+from typing import Any
 
 from ..criu.build.common import F, fown
 from ..criu.build.files import ExtraImage, FileTable
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
-from ..kernel.fs.dcache import dentry_path_through, inode_ino, inode_sb_dev
+from ..kernel.fs.dcache import inode_ino, inode_sb_dev
 from ..kernel.fs.fsnotify import (
     IN_ALL_EVENTS,
     IN_EXCL_UNLINK,
     IN_ONESHOT,
     exportfs_encode_fh,
     fsnotify_group_marks,
+    fsnotify_group_of,
     fsnotify_group_queued,
     fsnotify_mark_inode,
-    inode_alias,
+    inode_path_through_mounts,
     inotify_group_next_wd,
-    inotify_group_of,
     inotify_mark_user_mask,
     inotify_mark_wd,
 )
@@ -45,7 +46,7 @@ from ..kernel.fs.mounts import mnt_namespace_mounts, task_mnt_ns
 from ..state import FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
 
-__all__ = ["KIND", "InotifyState", "InotifyWatch"]
+__all__ = ["KIND", "InotifyState", "InotifyWatch", "WatchedInode", "fh_words"]
 
 log = logging.getLogger("ovm_offline")
 
@@ -55,17 +56,51 @@ _FLAG_NAMES = ((IN_ONESHOT, "IN_ONESHOT"), (IN_EXCL_UNLINK, "IN_EXCL_UNLINK"))
 
 
 @dataclasses.dataclass
-class InotifyWatch:
-    """One watch (``struct inotify_inode_mark``) and the inode it watches."""
+class WatchedInode:
+    """An inode an inotify or fanotify mark watches, as criu names it: by number, device and
+    file handle, with the path its restore reopens it by."""
 
-    wd: int
-    mask: int  # the events watched (IN_ALL_EVENTS bits)
     ino: int
     dev: int  # the inode's s_dev, in the kernel's encoding (as fdinfo shows it)
     handle_type: int
     handle: bytes  # the file handle's bytes, as fdinfo's f_handle
     path: str  # its name in the process's mount namespace
     mnt_id: int  # the mount that name is through
+
+    @classmethod
+    def of(cls, inode: Pointer, mounts: list[Struct], mark: str) -> WatchedInode:
+        """The watched `inode`; UnsupportedError naming the `mark` when criu could not name it."""
+        handle = exportfs_encode_fh(inode)
+        if handle is None:
+            raise UnsupportedError(f"{mark} on a file system whose file handles ovm-offline cannot encode")
+        named = inode_path_through_mounts(inode, mounts)
+        if named is None:
+            raise UnsupportedError(f"{mark} on an inode with no name left, or none a mount of the process reaches")
+        path, mount = named
+        return cls(
+            ino=inode_ino(inode),
+            dev=inode_sb_dev(inode),
+            handle_type=handle[0],
+            handle=handle[1],
+            path=path,
+            mnt_id=int(mount.mnt_id),
+        )
+
+    def fh_entry(self, table: FileTable) -> Any:
+        """criu's fh_entry for the inode (naming its mount when criu saves the mount namespace)."""
+        fh = F.fh_entry(bytes=len(self.handle), type=self.handle_type, handle=fh_words(self.handle), path=self.path)
+        if table.mnt_ids:
+            fh.mnt_id = self.mnt_id
+        return fh
+
+
+@dataclasses.dataclass
+class InotifyWatch:
+    """One watch (``struct inotify_inode_mark``) and the inode it watches."""
+
+    wd: int
+    mask: int  # the events watched (IN_ALL_EVENTS bits)
+    inode: WatchedInode
 
 
 @dataclasses.dataclass
@@ -86,35 +121,12 @@ def _watch(ctx: ExtractContext, mark: Struct, mounts: list[Struct]) -> InotifyWa
     inode = fsnotify_mark_inode(mark)
     if inode is None:
         raise UnsupportedError(f"an inotify watch (wd {wd}) on no inode")
-    dentry = inode_alias(inode)
-    if dentry is None:
-        raise UnsupportedError(f"an inotify watch (wd {wd}) on an inode with no name left")
-    handle = exportfs_encode_fh(inode)
-    if handle is None:
-        raise UnsupportedError(
-            f"an inotify watch (wd {wd}) on a file system whose file handles ovm-offline cannot encode"
-        )
-    sb = int(inode.i_sb)
-    for mount in mounts:
-        if int(mount.mnt.mnt_sb) != sb:
-            continue
-        path = dentry_path_through(dentry, mount)
-        if path is not None:
-            return InotifyWatch(
-                wd=wd,
-                mask=user_mask & IN_ALL_EVENTS,
-                ino=inode_ino(inode),
-                dev=inode_sb_dev(inode),
-                handle_type=handle[0],
-                handle=handle[1],
-                path=path,
-                mnt_id=int(mount.mnt_id),
-            )
-    raise UnsupportedError(f"an inotify watch (wd {wd}) on a file no mount of the process reaches")
+    watched = WatchedInode.of(inode, mounts, f"an inotify watch (wd {wd})")
+    return InotifyWatch(wd=wd, mask=user_mask & IN_ALL_EVENTS, inode=watched)
 
 
 def extract_inotify(ctx: ExtractContext, f: OpenFile, file: Pointer) -> InotifyState:
-    group = inotify_group_of(file)
+    group = fsnotify_group_of(file)
     queued = fsnotify_group_queued(group)
     if queued:
         raise UnsupportedError(
@@ -150,12 +162,11 @@ class InotifyWriter:
         fid = table.next_id()
         wds = []
         for w in f.state.watches:
-            fh = F.fh_entry(bytes=len(w.handle), type=w.handle_type, handle=fh_words(w.handle), path=w.path)
-            if table.mnt_ids:
-                fh.mnt_id = w.mnt_id
-            wds.append(
-                F.inotify_wd_entry(id=0, i_ino=w.ino, mask=w.mask, ignored_mask=0, s_dev=w.dev, wd=w.wd, f_handle=fh)
+            fh = w.inode.fh_entry(table)
+            wd = F.inotify_wd_entry(
+                id=0, i_ino=w.inode.ino, mask=w.mask, ignored_mask=0, s_dev=w.inode.dev, wd=w.wd, f_handle=fh
             )
+            wds.append(wd)
         entry = F.inotify_file_entry(id=fid, flags=f.flags, fown=fown(f.owner), wd=wds)
         table.entries.append(F.file_entry(type=F.INOTIFY, id=fid, ify=entry))
         return fid

@@ -21,7 +21,6 @@ OTHER_SOCKET = FileKind("socket", "a socket", SOCKET)
 
 #: anon-inode files and others with file_operations of their own
 REFUSED_ANON_KINDS = (
-    FileKind("fanotify", "a fanotify instance", Marks(fops=("fanotify_fops",))),
     # pidfd_fops became pidfs_file_operations in 6.9
     FileKind("pidfd", "a pidfd", Marks(fops=("pidfd_fops", "pidfs_file_operations"))),
     FileKind("userfaultfd", "a userfaultfd", Marks(fops=("userfaultfd_fops",))),

@@ -18,7 +18,22 @@ from ..kernel.fs.fdtable import (
     socket_family,
 )
 from ..state import FileKindName
-from . import eventfd, eventpoll, inet, inotify, memfd, nsfs, pipe, refused, regular, signalfd, timerfd, tty, unix
+from . import (
+    eventfd,
+    eventpoll,
+    fanotify,
+    inet,
+    inotify,
+    memfd,
+    nsfs,
+    pipe,
+    refused,
+    regular,
+    signalfd,
+    timerfd,
+    tty,
+    unix,
+)
 from .base import FileKind, Marks
 
 __all__ = ["FILE_KINDS", "KNOWN_FOPS", "classify", "kind_named", "new_writers", "saved_kinds"]
@@ -38,6 +53,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     eventpoll.KIND,
     nsfs.KIND,
     inotify.KIND,
+    fanotify.KIND,
     *refused.REFUSED_ANON_KINDS,
     memfd.KIND,
     refused.ANON,

@@ -16,6 +16,7 @@ MEMBERS_BY_KIND: dict[str, str] = {
         "fpu_state_config.max_features fs_struct.umask group_info.ngroups hrtimer._softexpires fsnotify_mark.flags "
         "hrtimer.state hrtimer_clock_base.clockid task_struct.start_boottime idr.idr_base inode.i_ino inode.i_mode "
         "fsnotify_mark.mask fsnotify_mark_connector.type idr.idr_next inode.i_generation inotify_inode_mark.wd "
+        "fsnotify_mark.ignore_mask fanotify_group_private_data.flags fanotify_group_private_data.f_flags "
         "inode.i_atime_sec inode.i_atime_nsec inode.i_mtime_sec inode.i_mtime_nsec inode.i_nlink net_device.ifindex "
         "cgroup.subtree_control cgroup.max_descendants cgroup.max_depth cgroup_freezer_state.freeze iov_iter.count "
         "iov_iter.data_source iov_iter.iov_offset iov_iter.iter_type inode.i_rdev inode.i_size ipc_ids.in_use "
@@ -154,7 +155,7 @@ MEMBERS_BY_KIND: dict[str, str] = {
     "struct list_head": (
         "cgroup_subsys_state.children dentry.d_child dentry.d_subdirs mount.mnt_child mount.mnt_mounts "
         "task_struct.children mnt_namespace.list mount.mnt_list net.dev_base_head net_device.dev_list"
-        " fsnotify_group.marks_list fsnotify_group.notification_list"
+        " fsnotify_group.marks_list fsnotify_group.notification_list fanotify_group_private_data.access_list"
     ),
     "struct hlist_head": "dentry.d_children file_system_type.fs_supers inode.i_dentry",
     "struct hlist_node": "dentry.d_sib super_block.s_instances",
@@ -189,6 +190,7 @@ MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct fsnotify_mark_connector": "fsnotify_mark.connector",
     "pointer to struct export_operations": "super_block.s_export_op",
     "struct inotify_group_private_data": "fsnotify_group.inotify_data",
+    "struct fanotify_group_private_data": "fsnotify_group.fanotify_data",
     "pointer to struct group_info": "cred.group_info",
     "pointer to struct hrtimer": "hrtimer_clock_base.running",
     "pointer to struct hrtimer_clock_base": "hrtimer.base",

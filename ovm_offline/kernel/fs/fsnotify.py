@@ -1,9 +1,14 @@
-"""fsnotify: inotify instances as the kernel keeps them, read as /proc/PID/fdinfo shows them
-(which is what CRIU records).
+"""fsnotify: inotify and fanotify instances as the kernel keeps them, read as /proc/PID/fdinfo
+shows them (which is what CRIU records).
 
 * An inotify file's ``private_data`` is its ``struct fsnotify_group``; the group's marks are on
   ``marks_list`` (newest first), each the ``fsn_mark`` of a ``struct inotify_inode_mark`` with
   its watch descriptor ``wd``. Events not read yet are on ``notification_list``.
+* A fanotify file's ``private_data`` is its group too; ``fanotify_data`` holds the flags it was
+  made with, its events' file flags, and permission events waiting for an answer
+  (``access_list``). Its marks are ``struct fsnotify_mark``s, the flags a user gave them
+  ``FSNOTIFY_MARK_FLAG_*`` bits of ``flags`` (the values since 5.19; a kernel whose mark still
+  has ``ignored_mask``, renamed ``ignore_mask`` in 6.0, is a layout not known here).
 * A mark watches the object of its ``connector``. The connector's ``obj`` points at the
   object's ``fsnotify_connp_t`` (``inode->i_fsnotify_marks``) before 6.11, and at the object
   itself after (its type a ``void *``): the ISF's type of ``obj`` says which.
@@ -24,20 +29,28 @@ from ..core.ktypes import PointerType, VoidType
 from ..core.objects import Pointer, Struct
 from ..ds.list import hlist_for_each_entry, list_empty, list_for_each_entry
 from .anonfds import file_private
-from .dcache import d_unlinked
+from .dcache import d_unlinked, dentry_path_through
 
 __all__ = [
+    "FAN_MARK_EVICTABLE",
+    "FAN_MARK_IGNORE",
+    "FAN_MARK_IGNORED_SURV_MODIFY",
     "IN_ALL_EVENTS",
     "IN_EXCL_UNLINK",
     "IN_ONESHOT",
     "MAX_INOTIFY_WATCHES",
     "exportfs_encode_fh",
+    "fanotify_group_flags",
+    "fanotify_mark_user_flags",
+    "fanotify_permission_events",
+    "fsnotify_mark_object_type",
+    "inode_path_through_mounts",
     "fsnotify_group_marks",
     "fsnotify_group_queued",
     "fsnotify_mark_inode",
     "inode_alias",
     "inotify_group_next_wd",
-    "inotify_group_of",
+    "fsnotify_group_of",
     "inotify_mark_user_mask",
     "inotify_mark_wd",
 ]
@@ -49,6 +62,16 @@ IN_ONESHOT = 0x80000000
 #: include/linux/fsnotify_backend.h (5.19 and later)
 FSNOTIFY_MARK_FLAG_EXCL_UNLINK = 0x0010
 FSNOTIFY_MARK_FLAG_IN_ONESHOT = 0x0020
+FSNOTIFY_MARK_FLAG_IGNORED_SURV_MODIFY = 0x0100
+FSNOTIFY_MARK_FLAG_NO_IREF = 0x0200
+FSNOTIFY_MARK_FLAG_HAS_IGNORE_FLAGS = 0x0400
+#: include/uapi/linux/fanotify.h
+FAN_MARK_IGNORED_SURV_MODIFY = 0x40
+FAN_MARK_EVICTABLE = 0x200
+FAN_MARK_IGNORE = 0x400
+#: the flags fanotify_init takes (FANOTIFY_INIT_FLAGS: fdinfo shows these; the group keeps
+#: internal ones above them)
+FANOTIFY_INIT_FLAGS = 0xFFFF
 #: include/linux/exportfs.h
 FILEID_INO32_GEN = 1
 #: More watches than fs.inotify.max_user_watches allows by default on any machine (at most
@@ -58,8 +81,8 @@ MAX_INOTIFY_WATCHES = 1 << 22
 MAX_ALIASES = 1 << 16
 
 
-def inotify_group_of(file: Pointer | Struct) -> Pointer:
-    """The ``struct fsnotify_group *`` of an inotify instance's ``struct file``."""
+def fsnotify_group_of(file: Pointer | Struct) -> Pointer:
+    """The ``struct fsnotify_group *`` of an inotify or fanotify instance's ``struct file``."""
     return file_private(file, "fsnotify_group")
 
 
@@ -110,6 +133,20 @@ def inotify_group_next_wd(group: Pointer | Struct) -> int:
     return int(g.inotify_data.idr.idr_next)
 
 
+def fsnotify_mark_object_type(mark: Struct) -> str | None:
+    """What a ``struct fsnotify_mark`` watches, by its connector's type: "INODE", "VFSMOUNT",
+    "SB", ... (the FSNOTIFY_OBJ_TYPE_ enumerator's name); None when it is detached."""
+    connector = mark.connector
+    if not connector:
+        return None
+    kind = int(connector.deref().type)
+    prog = mark.prog_
+    for name in ("INODE", "VFSMOUNT", "SB", "MNTNS"):
+        if prog.symbols.enumerator(f"FSNOTIFY_OBJ_TYPE_{name}") == kind:
+            return name
+    return None
+
+
 def fsnotify_mark_inode(mark: Struct) -> Pointer | None:
     """The ``struct inode *`` a ``struct fsnotify_mark`` watches; None when it watches a mount
     or a super block, or is detached."""
@@ -145,6 +182,57 @@ def inode_alias(inode: Pointer | Struct) -> Struct | None:
         if not d_unlinked(dentry):
             return dentry
     return None
+
+
+def inode_path_through_mounts(inode: Pointer | Struct, mounts: list[Struct]) -> tuple[str, Struct] | None:
+    """A name of a ``struct inode`` and the ``struct mount`` it is through: the first of
+    `mounts` (a mount namespace's, in mountinfo order, as criu's dump tries them) of the inode's
+    super block under whose root a dentry of it is; None when none is."""
+    i = inode.deref() if isinstance(inode, Pointer) else inode
+    dentry = inode_alias(i)
+    if dentry is None:
+        return None
+    sb = int(i.i_sb)
+    for mount in mounts:
+        if int(mount.mnt.mnt_sb) != sb:
+            continue
+        path = dentry_path_through(dentry, mount)
+        if path is not None:
+            return path, mount
+    return None
+
+
+def fanotify_group_flags(group: Pointer | Struct) -> tuple[int, int]:
+    """The flags a fanotify ``struct fsnotify_group`` was made with (fanotify_init's) and the
+    file flags of its events' files, as fdinfo shows them."""
+    g = group.deref() if isinstance(group, Pointer) else group
+    data = g.fanotify_data
+    return int(data.flags) & FANOTIFY_INIT_FLAGS, int(data.f_flags) & 0xFFFFFFFF
+
+
+def fanotify_permission_events(group: Pointer | Struct) -> bool:
+    """Does a fanotify ``struct fsnotify_group`` hold permission events its reader read and has
+    not answered yet (``fanotify_data.access_list``)?"""
+    g = group.deref() if isinstance(group, Pointer) else group
+    return not list_empty(g.prog_, g.fanotify_data.access_list.address_of_())
+
+
+def fanotify_mark_user_flags(mark: Struct) -> int:
+    """The FAN_MARK_* flags a ``struct fsnotify_mark`` of fanotify keeps (fdinfo's mflags)."""
+    if not mark.has_member_("ignore_mask"):
+        raise LayoutError(
+            "fsnotify_mark has no ignore_mask: mark flags of a kernel before 5.19, a layout not supported"
+        )
+    flags = int(mark.flags)
+    mflags = 0
+    for own, user in (
+        (FSNOTIFY_MARK_FLAG_IGNORED_SURV_MODIFY, FAN_MARK_IGNORED_SURV_MODIFY),
+        (FSNOTIFY_MARK_FLAG_NO_IREF, FAN_MARK_EVICTABLE),
+        (FSNOTIFY_MARK_FLAG_HAS_IGNORE_FLAGS, FAN_MARK_IGNORE),
+    ):
+        if flags & own:
+            mflags |= user
+    return mflags
 
 
 def _ino32_gen(inode: Struct) -> tuple[int, bytes]:
