@@ -144,21 +144,21 @@ def test_a_oneshot_watch_is_seen_where_either_kernel_keeps_the_flag_and_refused(
     mark = fake.prog.struct("fsnotify_mark", _mark(fake, _inode(fake, 8), 3, mask, flags))
     assert inotify_mark_user_mask(mark) == IN_MODIFY | IN_ONESHOT
     with pytest.raises(UnsupportedError, match=r"inotify watch \(wd 3\) with IN_ONESHOT, which criu 3.17 restores"):
-        _watch(None, mark, [])  # type: ignore[arg-type]
+        _watch(mark, [])
 
 
 def test_an_excl_unlink_watch_is_refused():
     fake = FakeKernelMemory("5.10")
     mark = fake.prog.struct("fsnotify_mark", _mark(fake, _inode(fake, 8), 2, IN_MODIFY | IN_EXCL_UNLINK))
     with pytest.raises(UnsupportedError, match=r"\(wd 2\) with IN_EXCL_UNLINK"):
-        _watch(None, mark, [])  # type: ignore[arg-type]
+        _watch(mark, [])
 
 
 def test_a_watch_on_an_inode_with_no_name_left_is_refused():
     fake = FakeKernelMemory("6.12")
     mark = fake.prog.struct("fsnotify_mark", _mark(fake, _inode(fake, 8, named=False), 7, IN_MODIFY))
     with pytest.raises(UnsupportedError, match=r"\(wd 7\) on an inode with no name left"):
-        _watch(None, mark, [])  # type: ignore[arg-type]
+        _watch(mark, [])
 
 
 def _extract(fake: FakeKernelMemory, group: int):

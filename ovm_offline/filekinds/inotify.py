@@ -110,7 +110,7 @@ class InotifyState(FileState):
     watches: list[InotifyWatch]
 
 
-def _watch(ctx: ExtractContext, mark: Struct, mounts: list[Struct]) -> InotifyWatch:
+def _watch(mark: Struct, mounts: list[Struct]) -> InotifyWatch:
     wd = inotify_mark_wd(mark)
     user_mask = inotify_mark_user_mask(mark)
     flags = [name for bit, name in _FLAG_NAMES if user_mask & bit]
@@ -134,7 +134,7 @@ def extract_inotify(ctx: ExtractContext, f: OpenFile, file: Pointer) -> InotifyS
         )
     mnt_ns = task_mnt_ns(ctx.task)
     mounts = mnt_namespace_mounts(mnt_ns) if mnt_ns else []
-    watches = [_watch(ctx, mark, mounts) for mark in fsnotify_group_marks(group)]
+    watches = [_watch(mark, mounts) for mark in fsnotify_group_marks(group)]
     next_wd = inotify_group_next_wd(group)
     restored_next = max((w.wd for w in watches), default=0) + 1
     if watches and next_wd != restored_next:
