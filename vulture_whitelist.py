@@ -61,3 +61,6 @@ _.__call__
 # A kernel feature row's evidence: the ISF fact that stands for the feature, said in the row
 # for whoever checks or adds one (kernel/core/features.py).
 _.evidence
+
+# the interpreter calls sys.unraisablehook (ovm_offline/__main__.py installs one)
+_.unraisablehook

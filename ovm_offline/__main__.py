@@ -26,6 +26,16 @@ def terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _interruption_not_lost(unraisable: "sys.UnraisableHookArgs") -> None:
+    """The interpreter cannot raise from some callbacks (a weakref callback of the import
+    system's module locks): a signal's KeyboardInterrupt raised there would be printed with a
+    traceback and dropped, and the run go on. Deliver it again, where it unwinds."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _ignore_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -33,6 +43,7 @@ def _ignore_signals() -> None:
 
 def main() -> None:
     try:
+        sys.unraisablehook = _interruption_not_lost
         signal.signal(signal.SIGTERM, terminated)  # SIGINT raises KeyboardInterrupt already
         try:
             from .cli import main as cli_main
