@@ -11,7 +11,6 @@ import re
 import pytest
 
 from corpus import kernels, matrix, workloads
-from corpus.recorder import record_with_live_dump
 from corpus.restore import restore
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
@@ -21,17 +20,11 @@ from ovm_offline.errors import ExitCode, MomentError
 from ovm_offline.kernel.cpu.percpu import cpu_curr_address, task_cpu
 from ovm_offline.kernel.task.tasks import find_task, thread_group
 from tests.support.checks import assert_one_line_failure
-from tests.support.cli import MOMENTS, MomentRefused, dump_from, ovm, tree_digest, vcpu_state_of
-from tests.support.corpus_cases import skip_unless_live
+from tests.support.cli import MomentRefused, dump_from, ovm, tree_digest, vcpu_state_of
+from tests.support.corpus_cases import AS_IS
 from tests.support.mutate import PatchedSource
 
 KERNELS = list(kernels.KERNELS)
-#: as-is workloads made to be refused (a call whose interruption is unknown)
-REFUSED = ("blockers-unknown",)
-#: as-is workloads with tests of their own: a TCP stream's threads are often caught inside
-#: write() or read() on a vCPU, which is refused by name (tests/test_dump_inet.py)
-OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis")
-AS_IS = [w.name for w in workloads.WORKLOADS.values() if w.moment == "as-is" and w.name not in REFUSED + OWN_TESTS]
 #: every take of every as-is workload that restores, as (workload, take)
 TAKES = [(w, t) for w in AS_IS for t in range(workloads.get_workload(w).takes)]
 pytestmark = pytest.mark.guest
@@ -206,78 +199,3 @@ def test_a_call_whose_interruption_is_not_known_is_refused_by_name(recording, tm
     assert_one_line_failure(result, "(blockers) thread", "is inside syscall 299()", "does not know how it ends")
     assert result.returncode == ExitCode.UNSUPPORTED
     assert not out.exists()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("workload", AS_IS)
-def test_dump_live_of_a_running_guest_restores(tmp_path, kernel, workload):
-    """`dump --live` pauses a guest nobody stopped anything in, reads it and lets it run on;
-    the images restore in a fresh guest and the workload's checks pass."""
-    skip_unless_live(kernel, workload)
-    gap = dict(kernels.get_kernel(kernel).open_gaps).get(workload)
-    if gap:
-        pytest.skip(f"{workload} on {kernel}: {gap}")
-    images = tmp_path / "images"
-    dumped: list[str] = []
-
-    def dump_live(guest, root):
-        result = ovm(
-            "dump", "--live", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
-            "--pid", str(root), "-D", str(images), "--attempts", str(MOMENTS),
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        dumped.append(result.stderr)
-
-    rec = record_with_live_dump(kernel, workload, tmp_path / "rec", dump_live, log=lambda m: None)
-    assert dumped and f"dumped pid {rec.manifest['root_pid']}" in dumped[0]
-    result = restore(rec, images, log=lambda m: None)
-    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("refused_moments", [2, 3])
-def test_a_live_dump_refused_for_its_moment_pauses_the_guest_again(tmp_path, monkeypatch, refused_moments):
-    """A moment refused only for what a thread was doing then (a MomentError, made up here for
-    the root process of a real running guest, as test_dump does for other refusals) lets the
-    guest run on and pauses it again, up to --attempts; the images of the moment that passed
-    restore; when every moment is refused, the last refusal fails with exit 8, nothing written."""
-    from click.testing import CliRunner
-
-    from ovm_offline import dump as dump_module
-    from ovm_offline.cli import cli
-    from ovm_offline.errors import MomentError
-
-    images = tmp_path / "images"
-    real, refused, results, roots = dump_module.extract_process, [], [], []
-
-    def refuse_the_first_moments(prog, task, *args):
-        if task.pid == roots[0] and len(refused) < refused_moments:
-            refused.append(task.pid)
-            raise MomentError(f"thread {task.pid} was mid-way through something made up for this test")
-        return real(prog, task, *args)
-
-    def dump_live(guest, root):
-        roots.append(root)
-        monkeypatch.setattr(dump_module, "extract_process", refuse_the_first_moments)
-        args = ["--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file), "--pid", str(root)]
-        results.append(CliRunner().invoke(cli, ["dump", "--live", *args, "-D", str(images), "--attempts", "3"]))
-        monkeypatch.undo()
-
-    rec = record_with_live_dump("6.12", "pipetree-asis", tmp_path / "rec", dump_live, log=lambda m: None)
-    result = results[0]
-    assert len(refused) == refused_moments
-    assert result.stderr.count("guest was paused for") == refused_moments + (refused_moments < 3)
-    for n in range(1, min(refused_moments, 2) + 1):
-        assert f"moment {n} of 3 refused: thread {roots[0]} was mid-way through something made up" in result.stderr
-    if refused_moments == 3:
-        assert isinstance(result.exception, MomentError) and result.exception.exit_code == ExitCode.MOMENT
-        assert str(result.exception).endswith(
-            "made up for this test (the last of 3 moments tried; each was refused for what a thread was doing then)"
-        )
-        assert not images.exists() and not list(tmp_path.glob(".images*"))
-        return
-    assert result.exit_code == 0, result.stderr
-    assert f"dumped pid {rec.manifest['root_pid']}" in result.stderr
-    restored = restore(rec, images, log=lambda m: None)
-    assert restored.ok, f"{restored.detail}\n{restored.restore_log[-3000:]}"

@@ -13,6 +13,17 @@ GOLDEN_CASES = [matrix.case_name(k, w) for k, w in matrix.cases() if workloads.g
 HOST_CRIU_GOLDEN_CASES = [c for c in GOLDEN_CASES if not kernels.get_kernel(matrix.case_parts(c)[0]).criu_suite]
 #: one case per workload
 GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if matrix.case_parts(c)[0] == "6.1"]
+#: as-is workloads made to be refused (a call whose interruption is unknown)
+REFUSED_AS_IS = ("blockers-unknown",)
+#: as-is workloads with tests of their own: a TCP stream's threads are often caught inside
+#: write() or read() on a vCPU, which is refused by name (tests/test_dump_inet.py)
+AS_IS_WITH_OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis")
+#: the as-is workloads whose every moment restores (tests/test_dump_asis.py, test_dump_live.py)
+AS_IS = [
+    w.name
+    for w in workloads.WORKLOADS.values()
+    if w.moment == "as-is" and w.name not in REFUSED_AS_IS + AS_IS_WITH_OWN_TESTS
+]
 
 
 def skip_outside_subset(kernel: str, workload: str, take: int = 0) -> None:
