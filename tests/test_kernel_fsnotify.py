@@ -6,14 +6,17 @@ refusals of filekinds/inotify.py and fanotify.py that follow from them."""
 
 from __future__ import annotations
 
+import logging
 import struct
 
 import pytest
 
 from ovm_offline.errors import GuestDataError, UnsupportedError
+from ovm_offline.filekinds import inotify
 from ovm_offline.filekinds.base import ExtractContext
 from ovm_offline.filekinds.fanotify import extract_fanotify
-from ovm_offline.filekinds.inotify import _watch, extract_inotify, fh_words
+from ovm_offline.filekinds.inotify import InotifyWatch, _watch, extract_inotify
+from ovm_offline.filekinds.watched import WatchedInode, fh_words
 from ovm_offline.kernel.core.ktypes import PointerType, VoidType
 from ovm_offline.kernel.fs.fsnotify import (
     FAN_MARK_EVICTABLE,
@@ -190,6 +193,24 @@ def test_events_not_read_yet_are_refused_by_count(kernel):
     event = fake.alloc(64)
     _link(fake, group + fake.prog.member_offset("fsnotify_group", "notification_list"), [event])
     assert fsnotify_group_queued(fake.prog.pointer("fsnotify_group", group)) == 1
+
+
+@pytest.mark.parametrize(("next_wd", "warned"), [(5, False), (7, True)])
+def test_a_next_watch_descriptor_criu_cannot_give_back_is_a_warning(monkeypatch, caplog, next_wd, warned):
+    """criu's restore adds the watches in ascending order, which leaves the cursor after the
+    highest (5 here); a program that removed its newest watches has it further on, and criu's
+    image has no field for it: the dump goes on, saying so."""
+    fake = FakeKernelMemory("6.1")
+    marks = [_mark(fake, _inode(fake, 8), 4, IN_MODIFY), _mark(fake, _inode(fake, 9), 2, IN_CREATE)]
+    watched = WatchedInode(ino=0, dev=0, handle_type=0, handle=b"", path="/x", mnt_id=1)
+    # the watch's inode and path are read in the tests above; here only its wd matters
+    monkeypatch.setattr(inotify, "_watch", lambda mark, mounts: InotifyWatch(inotify_mark_wd(mark), 0, watched))
+    with caplog.at_level(logging.WARNING, logger="ovm_offline"):
+        state = _extract(fake, _group(fake, marks, next_wd=next_wd))
+    assert [w.wd for w in state.watches] == [4, 2]
+    said = "an inotify instance of 42 (x) gives its next watch descriptor 7; after criu's restore, 5"
+    assert (said in caplog.text) == warned
+    assert ("next watch descriptor" in caplog.text) == warned
 
 
 def test_an_instance_with_no_watches_is_saved_empty():

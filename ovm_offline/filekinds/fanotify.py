@@ -39,7 +39,7 @@ from ..kernel.fs.fsnotify import (
 from ..kernel.fs.mounts import mnt_namespace_mounts, task_mnt_ns
 from ..state import FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
-from .inotify import WatchedInode
+from .watched import WatchedInode
 
 __all__ = ["KIND", "FanotifyMark", "FanotifyState"]
 

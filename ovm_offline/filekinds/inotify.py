@@ -20,24 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import struct
-from typing import Any
 
 from ..criu.build.common import F, fown
 from ..criu.build.files import ExtraImage, FileTable
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
-from ..kernel.fs.dcache import inode_ino, inode_sb_dev
 from ..kernel.fs.fsnotify import (
     IN_ALL_EVENTS,
     IN_EXCL_UNLINK,
     IN_ONESHOT,
-    exportfs_encode_fh,
     fsnotify_group_marks,
     fsnotify_group_of,
     fsnotify_group_queued,
     fsnotify_mark_inode,
-    inode_path_through_mounts,
     inotify_group_next_wd,
     inotify_mark_user_mask,
     inotify_mark_wd,
@@ -45,53 +40,13 @@ from ..kernel.fs.fsnotify import (
 from ..kernel.fs.mounts import mnt_namespace_mounts, task_mnt_ns
 from ..state import FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
+from .watched import WatchedInode
 
-__all__ = ["KIND", "InotifyState", "InotifyWatch", "WatchedInode", "fh_words"]
+__all__ = ["KIND", "InotifyState", "InotifyWatch"]
 
 log = logging.getLogger("ovm_offline")
 
-#: criu's fh_entry holds a handle as this many 64-bit words, zero-padded (FH_ENTRY_SIZES__min_entries)
-FH_WORDS = 16
 _FLAG_NAMES = ((IN_ONESHOT, "IN_ONESHOT"), (IN_EXCL_UNLINK, "IN_EXCL_UNLINK"))
-
-
-@dataclasses.dataclass
-class WatchedInode:
-    """An inode an inotify or fanotify mark watches, as criu names it: by number, device and
-    file handle, with the path its restore reopens it by."""
-
-    ino: int
-    dev: int  # the inode's s_dev, in the kernel's encoding (as fdinfo shows it)
-    handle_type: int
-    handle: bytes  # the file handle's bytes, as fdinfo's f_handle
-    path: str  # its name in the process's mount namespace
-    mnt_id: int  # the mount that name is through
-
-    @classmethod
-    def of(cls, inode: Pointer, mounts: list[Struct], mark: str) -> WatchedInode:
-        """The watched `inode`; UnsupportedError naming the `mark` when criu could not name it."""
-        handle = exportfs_encode_fh(inode)
-        if handle is None:
-            raise UnsupportedError(f"{mark} on a file system whose file handles ovm-offline cannot encode")
-        named = inode_path_through_mounts(inode, mounts)
-        if named is None:
-            raise UnsupportedError(f"{mark} on an inode with no name left, or none a mount of the process reaches")
-        path, mount = named
-        return cls(
-            ino=inode_ino(inode),
-            dev=inode_sb_dev(inode),
-            handle_type=handle[0],
-            handle=handle[1],
-            path=path,
-            mnt_id=int(mount.mnt_id),
-        )
-
-    def fh_entry(self, table: FileTable) -> Any:
-        """criu's fh_entry for the inode (naming its mount when criu saves the mount namespace)."""
-        fh = F.fh_entry(bytes=len(self.handle), type=self.handle_type, handle=fh_words(self.handle), path=self.path)
-        if table.mnt_ids:
-            fh.mnt_id = self.mnt_id
-        return fh
 
 
 @dataclasses.dataclass
@@ -146,12 +101,6 @@ def extract_inotify(ctx: ExtractContext, f: OpenFile, file: Pointer) -> InotifyS
             restored_next,
         )
     return InotifyState(watches=watches)
-
-
-def fh_words(handle: bytes) -> list[int]:
-    """A file handle's bytes as criu's fh_entry.handle: 64-bit little-endian words, zero-padded."""
-    padded = handle.ljust(FH_WORDS * 8, b"\0")[: FH_WORDS * 8]
-    return list(struct.unpack(f"<{FH_WORDS}Q", padded))
 
 
 class InotifyWriter:
