@@ -81,10 +81,15 @@ def kernel_failure(console: bytes) -> str | None:
     return KernelConsole().failure(console)
 
 
+def die_with_parent(sig: int) -> None:
+    """Have the kernel send this process `sig` when the thread that started it ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, sig)
+
+
 def _die_with_parent() -> None:
     # If the recorder is SIGKILLed, QEMU goes too: no orphaned guests eating a core.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)
     os.setsid()
 
 

@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from . import cache, facts, initramfs, jobs, kernels
 from .errors import CorpusError, GuestLost
-from .guest import Guest
+from .guest import Guest, die_with_parent
 from .workloads import Workload, get_workload
 
 HIGH_PID = 10000
@@ -151,7 +152,9 @@ def record_many(wanted: list[tuple[str, str, int]], jobs: int, force: bool = Fal
         for kernel_name, workload_name, take in wanted:
             yield record(kernel_name, workload_name, force=force, log=log, take=take).root
         return
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_end_with_recorder, initargs=(os.getpid(),)
+    ) as pool:
         futures = [pool.submit(_record_root, k, w, take, force) for k, w, take in wanted]
         try:
             for future in futures:
@@ -160,6 +163,15 @@ def record_many(wanted: list[tuple[str, str, int]], jobs: int, force: bool = Fal
             for future in futures:
                 future.cancel()
             raise
+
+
+def _end_with_recorder(recorder_pid: int) -> None:
+    """A worker's start: a recorder ended by a signal runs no clean-up, and its workers would go
+    on recording, each with its guest; made to get SIGTERM when it ends, a worker ends too, and
+    its QEMU with it (which dies with the worker)."""
+    die_with_parent(signal.SIGTERM)
+    if os.getppid() != recorder_pid:  # the recorder ended before the worker asked
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _record_root(kernel_name: str, workload_name: str, take: int, force: bool) -> Path:
