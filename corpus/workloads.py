@@ -382,7 +382,8 @@ _STOPPED = {
             root_key="root",
             golden=False,
             description="a child per state zdtm checks that a dump must save or refuse by name: an nsfs fd,"
-            " a pty with queued input its terminal echoes",
+            " a pty with queued input its terminal echoes, inotify watches with an event unread, with"
+            " IN_ONESHOT, on a directory a mount hides",
         ),
         Workload(
             "inet",

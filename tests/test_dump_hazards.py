@@ -5,7 +5,8 @@ terminal echoing; pty04's hung-up slave is saved now, the ptyhup workload's; its
 namespace file, zdtm proc-self's state, is saved now and restored in the nsfiles workload, and
 unlinked files, removed cwds and a cwd in an exited process's /proc directory, zdtm
 unlink_fstat00, cwd01 and unhashed_proc's, are saved in the ghosts workload; inotify instances
-are saved, the inotify workload's, but not with events unread or a watch with IN_ONESHOT). The open files
+are saved, the inotify workload's, but not with events unread, a watch with IN_ONESHOT, or a watch on a
+directory a mount over it hides). The open files
 among them can be left out with --skip-unsupported, each named."""
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def test_each_piece_is_refused_by_name_and_nothing_is_written(recording, tmp_pat
         " which criu 3.17 drops",
         f"PID {pid['oneshot']} (hazards) fd 3: an inotify watch (wd 1) with IN_ONESHOT, which criu 3.17 restores"
         " as a plain lasting watch",
+        f"PID {pid['shadowed']} (hazards) fd 3: an inotify watch (wd 1) on /run/ovm/hazards/shadowed/dir, which a"
+        " mount over it hides (criu's restore would reopen what is mounted there by that name)",
     )
     assert f"PID {pid['nsfd']}" not in result.stderr  # its nsfs fd is saved now (nsfiles workload)
     assert not out.exists()
@@ -60,7 +63,7 @@ def test_the_open_files_can_be_left_out_each_named(recording, tmp_path, kernel):
     assert result.returncode == 0, result.stderr
     for fd in (3, 5):
         assert f"warning: left out PID {pid['ptyqueue']} (hazards) fd {fd}:" in result.stderr, result.stderr
-    for child in ("inotifyq", "oneshot"):
+    for child in ("inotifyq", "oneshot", "shadowed"):
         assert f"warning: left out PID {pid[child]} (hazards) fd 3:" in result.stderr, result.stderr
     assert f"PID {pid['nsfd']}" not in result.stderr
     assert (out / "pstree.img").exists()

@@ -8,11 +8,13 @@
  *             echoing (zdtm pty02 as zdtm sets it up: criu's restore would echo them again)
  *   inotifyq  an inotify instance with one event not read (criu's dump drops it)
  *   oneshot   an inotify instance whose watch has IN_ONESHOT (criu's restore drops the flag)
+ *   shadowed  an inotify watch on a directory that a tmpfs mounted over its parent then hides:
+ *             its name reaches the new mount (criu's dump finds no path that opens the inode)
  *
  * Files live in /run/ovm/hazards/. No golden images: this tree is for a dump's refusals.
  *
- * READY line:  READY root=R nsfd=P ptyqueue=P inotifyq=P oneshot=P
- * CHECK line:  CHECK OK children=4 (every child still alive)
+ * READY line:  READY root=R nsfd=P ptyqueue=P inotifyq=P oneshot=P shadowed=P
+ * CHECK line:  CHECK OK children=5 (every child still alive)
  *
  * File locks and leases are the locks workload's (saved with --file-locks), a shared anonymous
  * mapping's file the memfd workload's, a pty slave whose master closed (zdtm pty04) the
@@ -23,6 +25,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
 
 static void nsfd(void)
 {
@@ -78,6 +81,21 @@ static void oneshot(void)
 	inotify_on("oneshot", IN_DELETE | IN_ONESHOT);
 }
 
+static void shadowed(void)
+{
+	char dir[4096], watched[4200];
+	if (snprintf(dir, sizeof(dir), "%s/hazards/shadowed", run_dir()) >= (int)sizeof(dir))
+		setup_fail("path of shadowed too long");
+	snprintf(watched, sizeof(watched), "%s/dir", dir);
+	if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || (mkdir(watched, 0755) < 0 && errno != EEXIST))
+		setup_fail("mkdir %s", watched);
+	int fd = inotify_init1(IN_NONBLOCK);
+	if (fd < 0 || inotify_add_watch(fd, watched, IN_CREATE) != 1)
+		setup_fail("inotify watch on %s", watched);
+	if (mount("none", dir, "tmpfs", 0, "size=64k") < 0)
+		setup_fail("mount a tmpfs on %s", dir);
+}
+
 static const struct {
 	const char *name;
 	void (*setup)(void);
@@ -86,6 +104,7 @@ static const struct {
 	{ "ptyqueue", ptyqueue },
 	{ "inotifyq", inotifyq },
 	{ "oneshot", oneshot },
+	{ "shadowed", shadowed },
 };
 #define NHAZARDS ((int)(sizeof(hazards) / sizeof(hazards[0])))
 

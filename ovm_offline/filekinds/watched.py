@@ -13,7 +13,8 @@ from ..criu.build.files import FileTable
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs.dcache import inode_ino, inode_sb_dev
-from ..kernel.fs.fsnotify import exportfs_encode_fh, inode_path_through_mounts
+from ..kernel.fs.fsnotify import exportfs_encode_fh, inode_paths_through_mounts
+from ..kernel.fs.mounts import path_walk_mount
 
 __all__ = ["WatchedInode", "fh_words"]
 
@@ -39,10 +40,17 @@ class WatchedInode:
         handle = exportfs_encode_fh(inode)
         if handle is None:
             raise UnsupportedError(f"{mark} on a file system whose file handles ovm-offline cannot encode")
-        named = inode_path_through_mounts(inode, mounts)
-        if named is None:
+        names = inode_paths_through_mounts(inode, mounts)
+        # criu's dump takes the first name whose open gives the inode back (alloc_openable)
+        reached = [(path, m) for path, m in names if _address(path_walk_mount(path, mounts)) == m.address_]
+        if not reached:
+            if names:
+                raise UnsupportedError(
+                    f"{mark} on {names[0][0]}, which a mount over it hides"
+                    " (criu's restore would reopen what is mounted there by that name)"
+                )
             raise UnsupportedError(f"{mark} on an inode with no name left, or none a mount of the process reaches")
-        path, mount = named
+        path, mount = reached[0]
         return cls(
             ino=inode_ino(inode),
             dev=inode_sb_dev(inode),
@@ -58,6 +66,10 @@ class WatchedInode:
         if table.mnt_ids:
             fh.mnt_id = self.mnt_id
         return fh
+
+
+def _address(mount: Struct | None) -> int | None:
+    return None if mount is None else mount.address_
 
 
 def fh_words(handle: bytes) -> list[int]:

@@ -44,7 +44,7 @@ __all__ = [
     "fanotify_mark_user_flags",
     "fanotify_permission_events",
     "fsnotify_mark_object_type",
-    "inode_path_through_mounts",
+    "inode_paths_through_mounts",
     "fsnotify_group_marks",
     "fsnotify_group_queued",
     "fsnotify_mark_inode",
@@ -184,22 +184,24 @@ def inode_alias(inode: Pointer | Struct) -> Struct | None:
     return None
 
 
-def inode_path_through_mounts(inode: Pointer | Struct, mounts: list[Struct]) -> tuple[str, Struct] | None:
-    """A name of a ``struct inode`` and the ``struct mount`` it is through: the first of
-    `mounts` (a mount namespace's, in mountinfo order, as criu's dump tries them) of the inode's
-    super block under whose root a dentry of it is; None when none is."""
+def inode_paths_through_mounts(inode: Pointer | Struct, mounts: list[Struct]) -> list[tuple[str, Struct]]:
+    """The names of a ``struct inode`` in a mount namespace, each with the ``struct mount`` it
+    is through: one per mount of `mounts` (the namespace's, in mountinfo order, as criu's dump
+    tries them) of the inode's super block under whose root a dentry of it is; none when no
+    name of it is left. A name may be hidden by a mount over it (mounts.path_walk_mount)."""
     i = inode.deref() if isinstance(inode, Pointer) else inode
     dentry = inode_alias(i)
     if dentry is None:
-        return None
+        return []
     sb = int(i.i_sb)
+    named = []
     for mount in mounts:
         if int(mount.mnt.mnt_sb) != sb:
             continue
         path = dentry_path_through(dentry, mount)
         if path is not None:
-            return path, mount
-    return None
+            named.append((path, mount))
+    return named
 
 
 def fanotify_group_flags(group: Pointer | Struct) -> tuple[int, int]:

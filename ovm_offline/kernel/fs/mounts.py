@@ -15,10 +15,10 @@ from ...state.ns import MountInfo
 from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 from ..ds.rbtree import rb_inorder
-from .dcache import dentry_path, kdev_major, kdev_minor, kernel_text, mount_point_path
+from .dcache import dentry_path, dentry_path_through, kdev_major, kdev_minor, kernel_text, mount_point_path
 from .fs_options import sb_fs_options
 
-__all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", "task_mnt_ns"]
+__all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", "path_walk_mount", "task_mnt_ns"]
 
 #: more mounts than a namespace of any real system holds (the kernel's default mount-max is
 #: 100000, but containers hold a few dozen)
@@ -168,3 +168,39 @@ def mountinfo_line(info: MountInfo) -> str | None:
             ",".join(sb_options),
         ]
     )
+
+
+def path_walk_mount(path: str, mounts: list[Struct]) -> Struct | None:
+    """The ``struct mount`` a walk of the absolute `path` from the root of `mounts`' namespace
+    ends on (one of `mounts`, as mnt_namespace_mounts lists them): at each step down, onto
+    whatever is mounted there, and onto what is mounted over that (kernel follow_mount). A name
+    through a mount that another hides is not this mount's. None when no mount is the root."""
+    by_address = {m.address_: m for m in mounts}
+    over: dict[tuple[int, str], int] = {}  # (parent mount, mount point) -> the mount on it
+    root = None
+    for mount in mounts:
+        parent = int(mount.mnt_parent)
+        if parent == mount.address_ or parent not in by_address:
+            root = root or mount.address_
+            continue
+        point = dentry_path_through(mount.mnt.mnt_root.deref(), mount)
+        if point is not None:
+            over[(parent, point)] = mount.address_  # the later of two on one point: mounted last
+    found = walk_mount_points(path, root, over) if root is not None else None
+    return by_address[found] if found is not None else None
+
+
+def walk_mount_points(path: str, root: int, over: dict[tuple[int, str], int]) -> int:
+    """The mount (a key of `over`'s) a walk of `path` ends on, from the mount `root`; `over`
+    maps (a mount, a path on it) to the mount on top there. Each step is bounded by the number
+    of mounts, so a guest's loop of mounts over each other ends."""
+    parts = [p for p in path.split("/") if p]
+    mount = root
+    for depth in range(len(parts) + 1):
+        prefix = "/" + "/".join(parts[:depth])
+        for _ in range(len(over)):
+            top = over.get((mount, prefix))
+            if top is None or top == mount:
+                break
+            mount = top
+    return mount
