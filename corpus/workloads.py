@@ -349,8 +349,10 @@ _STOPPED = {
             "fanotify",
             root_key="pid",
             run_after_restore=1.0,
-            description="two fanotify instances with inode marks on a tmpfs directory and files, one an"
-            " ignore mask that survives modification; the check wants exactly the marked events (zdtm fanotify00)",
+            description="three fanotify instances: inode marks on a tmpfs directory and files, one an ignore"
+            " mask that survives modification, and a mount mark on a tmpfs of its own; the check wants exactly"
+            " the marked events (zdtm fanotify00)",
+            restore_prepare="mkdir -p /run/ovm/fanotify/mnt && mount -t tmpfs -o size=64k none /run/ovm/fanotify/mnt",
         ),
         Workload(
             "ptydata",

@@ -35,6 +35,7 @@ from ovm_offline.kernel.fs.fsnotify import (
     fsnotify_group_marks,
     fsnotify_group_queued,
     fsnotify_mark_inode,
+    fsnotify_mark_mount,
     fsnotify_mark_object_type,
     inode_alias,
     inotify_group_next_wd,
@@ -305,13 +306,23 @@ def test_fanotify_events_unread_or_unanswered_are_refused(kernel):
 
 
 @pytest.mark.parametrize("kernel", sorted(ISF))
-def test_a_fanotify_mark_on_a_mount_is_refused_by_name(kernel):
+def test_a_fanotify_mark_on_a_mount_finds_its_mount_in_either_layout(kernel):
+    """The connector's obj points at the mount's fsnotify_connp_t before 6.11, and at its
+    struct vfsmount (mount.mnt) after; a mount outside the process's namespace is refused."""
     fake = FakeKernelMemory(kernel)
     mark = _mark(fake, _inode(fake, 8), 0, IN_MODIFY)
     conn = int(fake.prog.struct("fsnotify_mark", mark).connector)
     fake.set(conn, "fsnotify_mark_connector", "type", fake.prog.symbols.enumerator("FSNOTIFY_OBJ_TYPE_VFSMOUNT"))
-    assert fsnotify_mark_object_type(fake.prog.struct("fsnotify_mark", mark)) == "VFSMOUNT"
-    with pytest.raises(UnsupportedError, match=r"fanotify mark \(#1\) on a mount \(FAN_MARK_MOUNT\), not saved yet"):
+    mount = fake.alloc("mount")
+    obj_type = fake.prog.struct_type("fsnotify_mark_connector").member("obj").type
+    assert isinstance(obj_type, PointerType)
+    member = "mnt" if isinstance(obj_type.target, VoidType) else "mnt_fsnotify_marks"
+    fake.set(conn, "fsnotify_mark_connector", "obj", mount + fake.prog.member_offset("mount", member))
+    found = fake.prog.struct("fsnotify_mark", mark)
+    assert fsnotify_mark_object_type(found) == "VFSMOUNT"
+    assert fsnotify_mark_mount(found).address_ == mount
+    assert fsnotify_mark_inode(found) is None
+    with pytest.raises(UnsupportedError, match=r"fanotify mark \(#1\) on a mount that is not of the process's mount"):
         _fanotify_extract(fake, _fanotify_group(fake, [mark]))
 
 

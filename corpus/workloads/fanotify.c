@@ -1,5 +1,5 @@
 /* cflags: */
-/* fanotify - one process holding two fanotify instances over files in /run/ovm/fanotify/ (a
+/* fanotify - one process holding three fanotify instances over files in /run/ovm/fanotify/ (a
  * tmpfs; the state of CRIU's zdtm fanotify00, set up by our own code).
  *
  *   fan    fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK | FAN_CLOEXEC, O_RDONLY | O_LARGEFILE):
@@ -7,12 +7,16 @@
  *          FAN_EVENT_ON_CHILD), and one on b ignoring FAN_OPEN with FAN_MARK_IGNORED_SURV_MODIFY
  *   fan2   fanotify_init(FAN_CLASS_NOTIF | FAN_UNLIMITED_QUEUE, O_RDONLY): a mark on b
  *          (FAN_CLOSE_NOWRITE)
+ *   fan3   fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK, O_RDONLY): a mount mark (FAN_MARK_MOUNT,
+ *          FAN_CLOSE_WRITE) on a tmpfs of its own mounted at mnt/ (the restoring guest mounts
+ *          one there before criu's restore, which marks the mount it finds at that path)
  * Every event of the setup is read before READY: nothing is queued at the dump.
  *
  * Check (SIGUSR1): neither instance has an event queued; then appending to a and to b, reading
  * b and reading c give, merged by file: on fan, a: FAN_OPEN|FAN_MODIFY|FAN_CLOSE_WRITE and c:
  * FAN_OPEN, nothing of b (its opens ignored, and the ignoring survives b's modification); on
- * fan2, b: FAN_CLOSE_NOWRITE. Each event names this process.
+ * fan2, b: FAN_CLOSE_NOWRITE; then appending to mnt/m and to a gives on fan3 m: FAN_CLOSE_WRITE
+ * alone (a is outside the mount). Each event names this process.
  *
  * READY line:  READY pid=P
  * CHECK line:  CHECK OK pid=P
@@ -22,9 +26,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/fanotify.h>
+#include <sys/mount.h>
 
 static const char *dir;
-static int fan, fan2;
+static int fan, fan2, fan3;
 
 static void path_of(char *out, size_t size, const char *name)
 {
@@ -113,6 +118,12 @@ static void check(char *err, size_t errsz)
 	expect(err, errsz, fan, "fan", wanted);
 	snprintf(wanted, sizeof(wanted), "b:0x%x", FAN_CLOSE_NOWRITE);
 	expect(err, errsz, fan2, "fan2", wanted);
+	expect(err, errsz, fan3, "fan3 before", "");
+	if (touch("mnt/m", 1) < 0 || touch("a", 1) < 0)
+		append(err, errsz, "touching mnt/m and a; ");
+	snprintf(wanted, sizeof(wanted), "m:0x%x", FAN_CLOSE_WRITE);
+	expect(err, errsz, fan3, "fan3", wanted);
+	events(fan, wanted, sizeof(wanted));  /* a's, made for fan3's sake */
 }
 
 int main(void)
@@ -124,18 +135,25 @@ int main(void)
 	if (touch("a", 1) < 0 || touch("b", 1) < 0 || touch("c", 1) < 0)
 		setup_fail("creating the files");
 
+	char mnt[4096];
+	path_of(mnt, sizeof(mnt), "mnt");
+	if ((mkdir(mnt, 0755) < 0 && errno != EEXIST) || mount("none", mnt, "tmpfs", 0, "size=64k") < 0)
+		setup_fail("mount a tmpfs on %s", mnt);
+
 	fan = fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK | FAN_CLOEXEC, O_RDONLY | O_LARGEFILE);
 	fan2 = fanotify_init(FAN_CLASS_NOTIF | FAN_UNLIMITED_QUEUE, O_RDONLY);
-	if (fan < 0 || fan2 < 0)
+	fan3 = fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK, O_RDONLY);
+	if (fan < 0 || fan2 < 0 || fan3 < 0)
 		setup_fail("fanotify_init");
 	if (mark(fan, 0, FAN_MODIFY | FAN_CLOSE_WRITE, "a") < 0 || mark(fan, 0, FAN_OPEN | FAN_EVENT_ON_CHILD, "") < 0 ||
 	    mark(fan, FAN_MARK_IGNORED_MASK | FAN_MARK_IGNORED_SURV_MODIFY, FAN_OPEN, "b") < 0 ||
-	    mark(fan2, 0, FAN_CLOSE_NOWRITE, "b") < 0)
+	    mark(fan2, 0, FAN_CLOSE_NOWRITE, "b") < 0 || mark(fan3, FAN_MARK_MOUNT, FAN_CLOSE_WRITE, "mnt") < 0)
 		setup_fail("fanotify_mark");
 	char drained[2048];
 	touch("a", 1);
 	events(fan, drained, sizeof(drained));
 	events(fan2, drained, sizeof(drained));
+	events(fan3, drained, sizeof(drained));
 	say("READY pid=%d", (int)getpid());
 	char ok[64];
 	snprintf(ok, sizeof(ok), "CHECK OK pid=%d", (int)getpid());

@@ -48,6 +48,7 @@ __all__ = [
     "fsnotify_group_marks",
     "fsnotify_group_queued",
     "fsnotify_mark_inode",
+    "fsnotify_mark_mount",
     "inode_alias",
     "inotify_group_next_wd",
     "fsnotify_group_of",
@@ -147,28 +148,44 @@ def fsnotify_mark_object_type(mark: Struct) -> str | None:
     return None
 
 
-def fsnotify_mark_inode(mark: Struct) -> Pointer | None:
-    """The ``struct inode *`` a ``struct fsnotify_mark`` watches; None when it watches a mount
-    or a super block, or is detached."""
+#: the object a connector of each type is attached to: its struct, the member an ``obj`` points
+#: at before 6.11 (its fsnotify_connp_t), and after (the struct itself, or its ``struct vfsmount``)
+_CONNECTOR_OBJECTS = {"INODE": ("inode", "i_fsnotify_marks", ""), "VFSMOUNT": ("mount", "mnt_fsnotify_marks", "mnt")}
+
+
+def _connector_object(mark: Struct, kind: str) -> int | None:
+    """The address of the object a ``struct fsnotify_mark`` of connector type `kind` watches;
+    None when it watches another type of object, or is detached."""
+    if fsnotify_mark_object_type(mark) != kind:
+        return None
     prog = mark.prog_
-    connector = mark.connector
-    if not connector:
-        return None
-    conn = connector.deref()
-    if int(conn.type) != prog.symbols.enumerator("FSNOTIFY_OBJ_TYPE_INODE"):
-        return None
-    obj = int(conn.obj)
+    obj = int(mark.connector.deref().obj)
     if not obj:
         return None
+    struct_name, connp_member, object_member = _CONNECTOR_OBJECTS[kind]
     obj_type = prog.struct_type("fsnotify_mark_connector").member("obj").type
     target = obj_type.target if isinstance(obj_type, PointerType) else None
     if isinstance(target, VoidType):  # 6.11 and later: the object itself
-        return prog.pointer("inode", obj)
+        return prog.container_of(obj, struct_name, object_member).address_ if object_member else obj
     if isinstance(target, PointerType):  # before: the object's fsnotify_connp_t
-        return prog.pointer("inode", prog.container_of(obj, "inode", "i_fsnotify_marks").address_)
+        return prog.container_of(obj, struct_name, connp_member).address_
     raise LayoutError(
         "fsnotify_mark_connector.obj is neither a void * nor a fsnotify_connp_t *: a layout not supported"
     )
+
+
+def fsnotify_mark_inode(mark: Struct) -> Pointer | None:
+    """The ``struct inode *`` a ``struct fsnotify_mark`` watches; None when it watches a mount
+    or a super block, or is detached."""
+    address = _connector_object(mark, "INODE")
+    return None if address is None else mark.prog_.pointer("inode", address)
+
+
+def fsnotify_mark_mount(mark: Struct) -> Struct | None:
+    """The ``struct mount`` a ``struct fsnotify_mark`` watches (FAN_MARK_MOUNT); None when it
+    watches an inode or a super block, or is detached."""
+    address = _connector_object(mark, "VFSMOUNT")
+    return None if address is None else mark.prog_.struct("mount", address)
 
 
 def inode_alias(inode: Pointer | Struct) -> Struct | None:
