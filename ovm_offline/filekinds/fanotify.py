@@ -14,9 +14,9 @@ Refused, by name:
 - events queued that the reader has not read (criu's dump drops them), and permission events
   read but not answered yet (the program waiting on them would wait forever, or the accessing
   process be let through);
-- a mark on a file system or a mount namespace (not saved here yet), or on a mount that is not
-  the process's namespace's or whose mount point another mount hides (criu's restore would mark
-  the mount it finds there);
+- a mark on a file system or a mount namespace (criu's images have no entry for one), or on a
+  mount that is not the process's namespace's or whose mount point another mount hides (criu's
+  restore would mark the mount it finds there);
 - a mark made with FAN_MARK_EVICTABLE or FAN_MARK_IGNORE, flags criu 3.17 does not know;
 - a mark on an inode criu could not name (as an inotify watch's).
 """
@@ -92,7 +92,10 @@ class FanotifyState(FileState):
 def _mark(mark: Struct, mounts: list[Struct], n: int) -> FanotifyMark:
     what = fsnotify_mark_object_type(mark)
     if what not in ("INODE", "VFSMOUNT"):
-        raise UnsupportedError(f"a fanotify mark (#{n}) on {_OBJECT_NOUNS.get(what or '', 'no object')}, not saved yet")
+        raise UnsupportedError(
+            f"a fanotify mark (#{n}) on {_OBJECT_NOUNS.get(what or '', 'no object')},"
+            " which criu's images have no entry for (they know inode and mount marks)"
+        )
     mflags = fanotify_mark_user_flags(mark)
     unknown = [name for bit, name in _UNKNOWN_FLAGS if mflags & bit]
     if unknown:
