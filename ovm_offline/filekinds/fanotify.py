@@ -30,7 +30,7 @@ from ..criu.build.common import F, fown
 from ..criu.build.files import ExtraImage, FileTable
 from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
-from ..kernel.fs.dcache import dentry_path_through
+from ..kernel.fs.dcache import mount_point_path
 from ..kernel.fs.fsnotify import (
     FAN_MARK_EVICTABLE,
     FAN_MARK_IGNORE,
@@ -44,7 +44,7 @@ from ..kernel.fs.fsnotify import (
     fsnotify_mark_mount,
     fsnotify_mark_object_type,
 )
-from ..kernel.fs.mounts import mnt_namespace_mounts, path_walk_mount, task_mnt_ns
+from ..kernel.fs.mounts import mnt_namespace_mounts, path_reaches_mount, task_mnt_ns
 from ..state import FileState, OpenFile
 from .base import ExtractContext, FileKind, Marks, Saved
 from .watched import WatchedInode
@@ -117,9 +117,8 @@ def _marked_mount(mark: Struct, mounts: list[Struct], n: int) -> MarkedMount:
     mount = fsnotify_mark_mount(mark)
     if mount is None or mount.address_ not in {m.address_ for m in mounts}:
         raise UnsupportedError(f"a fanotify mark (#{n}) on a mount that is not of the process's mount namespace")
-    path = dentry_path_through(mount.mnt.mnt_root.deref(), mount)
-    reached = path_walk_mount(path, mounts) if path is not None else None
-    if path is None or reached is None or reached.address_ != mount.address_:
+    path = mount_point_path(mount)
+    if path is None or not path_reaches_mount(path, mount, mounts):
         raise UnsupportedError(
             f"a fanotify mark (#{n}) on the mount at {path or '?'}, which a mount over it hides"
             " (criu's restore would mark the mount it finds there)"

@@ -14,7 +14,7 @@ from ..errors import UnsupportedError
 from ..kernel.core.objects import Pointer, Struct
 from ..kernel.fs.dcache import inode_ino, inode_sb_dev
 from ..kernel.fs.fsnotify import exportfs_encode_fh, inode_paths_through_mounts
-from ..kernel.fs.mounts import path_walk_mount
+from ..kernel.fs.mounts import path_reaches_mount
 
 __all__ = ["WatchedInode", "fh_words"]
 
@@ -42,7 +42,7 @@ class WatchedInode:
             raise UnsupportedError(f"{mark} on a file system whose file handles ovm-offline cannot encode")
         names = inode_paths_through_mounts(inode, mounts)
         # criu's dump takes the first name whose open gives the inode back (alloc_openable)
-        reached = [(path, m) for path, m in names if _address(path_walk_mount(path, mounts)) == m.address_]
+        reached = [(path, m) for path, m in names if path_reaches_mount(path, m, mounts)]
         if not reached:
             if names:
                 raise UnsupportedError(
@@ -66,10 +66,6 @@ class WatchedInode:
         if table.mnt_ids:
             fh.mnt_id = self.mnt_id
         return fh
-
-
-def _address(mount: Struct | None) -> int | None:
-    return None if mount is None else mount.address_
 
 
 def fh_words(handle: bytes) -> list[int]:

@@ -263,10 +263,10 @@ def _prepend_path(
         dentry = _dentry(prog, parent)
 
 
-def mount_point_path(mount: Struct, root: Struct) -> str | None:
-    """Where a ``struct mount`` is mounted, seen from the ``struct path`` `root` (mountinfo's
-    mount point: the path of the mount's root dentry on it, with no " (deleted)"); None when
-    `root` does not reach it."""
+def mount_point_path(mount: Struct, root: Struct | None = None) -> str | None:
+    """Where a ``struct mount`` is mounted, seen from the ``struct path`` `root` (or from the
+    root of its namespace): mountinfo's mount point, the path of the mount's root dentry on it,
+    with no " (deleted)"; None when `root` does not reach it."""
     return dentry_path_through(mount.mnt.mnt_root.deref(), mount, root)
 
 

@@ -15,10 +15,18 @@ from ...state.ns import MountInfo
 from ..core.objects import Pointer, Struct
 from ..ds.list import list_for_each_entry
 from ..ds.rbtree import rb_inorder
-from .dcache import dentry_path, dentry_path_through, kdev_major, kdev_minor, kernel_text, mount_point_path
+from .dcache import dentry_path, kdev_major, kdev_minor, kernel_text, mount_point_path
 from .fs_options import sb_fs_options
 
-__all__ = ["MountInfo", "mnt_namespace_mounts", "mount_info", "mountinfo_line", "path_walk_mount", "task_mnt_ns"]
+__all__ = [
+    "MountInfo",
+    "mnt_namespace_mounts",
+    "mount_info",
+    "mountinfo_line",
+    "path_reaches_mount",
+    "path_walk_mount",
+    "task_mnt_ns",
+]
 
 #: more mounts than a namespace of any real system holds (the kernel's default mount-max is
 #: 100000, but containers hold a few dozen)
@@ -183,11 +191,19 @@ def path_walk_mount(path: str, mounts: list[Struct]) -> Struct | None:
         if parent == mount.address_ or parent not in by_address:
             root = root or mount.address_
             continue
-        point = dentry_path_through(mount.mnt.mnt_root.deref(), mount)
+        point = mount_point_path(mount)
         if point is not None:
             over[(parent, point)] = mount.address_  # the later of two on one point: mounted last
     found = walk_mount_points(path, root, over) if root is not None else None
     return by_address[found] if found is not None else None
+
+
+def path_reaches_mount(path: str, mount: Struct, mounts: list[Struct]) -> bool:
+    """Whether a walk of the absolute `path` from the root of `mounts`' namespace ends on the
+    ``struct mount`` `mount`, not on another mounted over the way (criu's dump opens a name and
+    keeps it only when it gives back what it named)."""
+    reached = path_walk_mount(path, mounts)
+    return reached is not None and reached.address_ == mount.address_
 
 
 def walk_mount_points(path: str, root: int, over: dict[tuple[int, str], int]) -> int:
