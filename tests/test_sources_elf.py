@@ -178,13 +178,16 @@ def test_bad_elf_headers(tmp_path, small_core, mutate, message):
     assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
 
 
-def test_overlapping_loads_first_wins(tmp_path):
+def test_overlapping_loads_of_the_same_memory_are_joined_and_of_other_memory_refused(tmp_path):
     # vmcore-style ELFs show the kernel image again inside the direct map: same memory, twice
     path = tmp_path / "core"
-    write_core(path, [(0x1000, b"A" * 100), (0x1010, b"B" * 10), (0x1050, b"C" * 100), (0x2000, b"D")])
+    write_core(path, [(0x1000, b"A" * 100), (0x1010, b"A" * 10), (0x1050, b"A" * 20 + b"C" * 80), (0x2000, b"D")])
     with ElfSource(path) as src:
         assert [(r.start, r.length) for r in src.runs()] == [(0x1000, 0xB4), (0x2000, 1)]
         assert src.read(0x1000, 0xB4) == b"A" * 100 + b"C" * 80
+    write_core(path, [(0x1000, b"A" * 100), (0x1010, b"B" * 10)])
+    with pytest.raises(SourceError, match=r"PT_LOAD #\d and #\d both hold guest-physical 0x1010 \(\+0xa\)"):
+        ElfSource(path)
 
 
 def test_unknown_and_empty_files(tmp_path):

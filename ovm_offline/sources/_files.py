@@ -55,6 +55,28 @@ def open_input(path: str | os.PathLike[str], what: str = "a dump file") -> int:
     return fd
 
 
+#: the longest HMP text read (`info mtree`, `info registers -a`): a few KiB for a small
+#: guest, hundreds for one with hundreds of devices or vCPUs; beyond this it is not HMP text
+MAX_TEXT_BYTES = 16 << 20
+
+
+def read_text_input(path: str | os.PathLike[str], what: str) -> str:
+    """The text of a regular file of at most MAX_TEXT_BYTES, refused by name otherwise: a FIFO
+    would wait for a writer forever, a device (/dev/zero) stream without end."""
+    fd = open_input(path, what)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise fail(path, f"is a block device, not {what}")
+        size = file_size(fd)
+        if size > MAX_TEXT_BYTES:
+            raise fail(path, f"is {size} bytes, more than {MAX_TEXT_BYTES >> 20} MiB: not {what}")
+        return os.pread(fd, size, 0).decode("utf-8", "replace")
+    except OSError as exc:
+        raise fail(path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def file_size(fd: int) -> int:
     """The size of a regular file or block device (whose st_size is 0)."""
     return os.lseek(fd, 0, os.SEEK_END)

@@ -198,10 +198,39 @@ class ElfSource:
         self.notes: ParsedNotes = parse_notes(self._note_bytes, where)
 
     def _load_runs(self) -> list[tuple[int, int, int | None]]:
-        return drop_overlaps(self._segment_runs())
+        runs = self._segment_runs()
+        self._check_overlaps(runs)
+        return drop_overlaps([run for run, _ in runs])
 
-    def _segment_runs(self) -> list[tuple[int, int, int | None]]:
-        runs: list[tuple[int, int, int | None]] = []
+    def _check_overlaps(self, runs: list[tuple[tuple[int, int, int | None], int]]) -> None:
+        """Segments may show the same memory twice (vmcore-style ELFs), never two different
+        contents for one guest-physical byte: a segment moved over RAM (a damaged or altered
+        file) would otherwise be read as that RAM, silently. Compared at C speed, a MiB at a
+        time, and only where segments overlap, which QEMU's own never do."""
+        widest: tuple[tuple[int, int, int | None], int] | None = None
+        for (start, length, offset), index in sorted((r for r in runs if r[0][1] > 0), key=lambda r: r[0][:2]):
+            if widest is not None and start < widest[0][0] + widest[0][1]:
+                (w_start, w_length, w_offset), w_index = widest
+                stop = min(start + length, w_start + w_length)
+                for at in range(start, stop, 1 << 20):
+                    size = min(1 << 20, stop - at)
+                    if self._segment_bytes(offset, at - start, size) != self._segment_bytes(
+                        w_offset, at - w_start, size
+                    ):
+                        raise fail(
+                            self.path,
+                            f"PT_LOAD #{w_index} and #{index} both hold guest-physical {at:#x} (+{size:#x}),"
+                            " with different bytes: the file is damaged or altered",
+                        )
+            if widest is None or start + length > widest[0][0] + widest[0][1]:
+                widest = ((start, length, offset), index)
+
+    def _segment_bytes(self, offset: int | None, skip: int, size: int) -> bytes:
+        return bytes(size) if offset is None else self._file.pread_unmapped(offset + skip, size)
+
+    def _segment_runs(self) -> list[tuple[tuple[int, int, int | None], int]]:
+        """((guest-physical start, length, file offset or None for zeros), PT_LOAD index)."""
+        runs: list[tuple[tuple[int, int, int | None], int]] = []
         for i, ph in enumerate(self.program_headers):
             if ph.p_type != PT_LOAD:
                 continue
@@ -213,9 +242,9 @@ class ElfSource:
                     f"PT_LOAD #{i} at guest-physical {ph.p_paddr:#x}+{ph.p_memsz:#x} is beyond 52-bit physical addresses",
                 )
             _check_range(self.path, f"PT_LOAD #{i}", ph.p_offset, ph.p_filesz, self._file.size)
-            runs.append((ph.p_paddr, ph.p_filesz, ph.p_offset))
+            runs.append(((ph.p_paddr, ph.p_filesz, ph.p_offset), i))
             # p_memsz beyond p_filesz is memory defined as zero, not stored
-            runs.append((ph.p_paddr + ph.p_filesz, ph.p_memsz - ph.p_filesz, None))
+            runs.append(((ph.p_paddr + ph.p_filesz, ph.p_memsz - ph.p_filesz, None), i))
         return runs
 
     def _read_notes(self) -> bytes:

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from ._files import fail, open_input
+from ._files import fail, read_text_input
 from .base import PhysicalSource, VcpuFpu, VcpuState
 
 __all__ = ["VcpuStateOverlay", "merge_vcpu_state", "parse_registers"]
@@ -152,13 +152,7 @@ class VcpuStateOverlay:
     the dump's moment adds (the FPU/SSE/AVX registers of tasks running on them)."""
 
     def __init__(self, source: PhysicalSource, text_path: str | os.PathLike[str]) -> None:
-        try:
-            with open(
-                open_input(text_path, "a file of `info registers -a` text"), encoding="utf-8", errors="replace"
-            ) as f:
-                text = f.read(1 << 20)
-        except OSError as exc:
-            raise fail(text_path, f"cannot read: {exc.strerror or exc}") from None
+        text = read_text_input(text_path, "a file of `info registers -a` text")
         self._source = source
         self._vcpus = merge_vcpu_state(source.vcpus(), text, str(text_path))
 

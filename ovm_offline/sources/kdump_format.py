@@ -235,6 +235,9 @@ def index_flat_records(reader: ByteReader) -> tuple[array.array, array.array, ar
             continue
         if start == -1 and size == -1:
             break
+        if start == 0 and size == 0:
+            pos = _past_zero_records(reader, pos - FLAT_RECORD.size, end)
+            continue
         if start < 0 or size < 0 or start + size > MAX_LOGICAL_SIZE:
             raise fail(where, f"corrupt flattened record at file offset {pos - 16:#x} (offset {start}, size {size})")
         if size > end - pos:
@@ -245,6 +248,26 @@ def index_flat_records(reader: ByteReader) -> tuple[array.array, array.array, ar
         # an empty record places nothing
     release_resident(reader)
     return _sort_records(where, starts, sizes, offsets)
+
+
+def _past_zero_records(reader: ByteReader, pos: int, end: int) -> int:
+    """The offset of the first record at or after `pos` that is not 16 zero bytes (a record
+    that places nothing). Holes skipped by SEEK_DATA, zeros compared a MiB at once: a header
+    before 64 GiB of zeros costs what data is really there, not 4 billion steps."""
+    data_extent = getattr(reader, "data_extent", None)
+    while pos + FLAT_RECORD.size <= end:
+        if data_extent is not None:
+            data_start, _ = data_extent(pos)
+            if data_start >= pos + FLAT_RECORD.size:
+                pos += (min(data_start, end) - pos) // FLAT_RECORD.size * FLAT_RECORD.size
+                continue
+        chunk = reader.pread(pos, min(1 << 20, end - pos) // FLAT_RECORD.size * FLAT_RECORD.size)
+        release_resident(reader)
+        zeros = len(chunk) - len(chunk.lstrip(b"\0"))
+        pos += zeros // FLAT_RECORD.size * FLAT_RECORD.size
+        if zeros < len(chunk):
+            return pos
+    return pos
 
 
 def _sort_records(where: str, starts: array.array, sizes: array.array, offsets: array.array):

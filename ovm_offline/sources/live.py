@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ._files import MappedFile, RunMap, fail
+from ._files import MappedFile, RunMap, fail, read_text_input
 from .base import PhysicalRun, VcpuState
 from .hmp_registers import parse_registers
 from .notes import parse_vmcoreinfo
@@ -301,11 +301,13 @@ class RecordedLiveSource(RamFileSource):
     def __init__(self, directory: str | os.PathLike[str], memdev: str | None = None) -> None:
         directory = Path(directory)
         texts = []
-        for name in (RECORDED_MTREE, RECORDED_REGISTERS):
-            try:
-                texts.append((directory / name).read_text(errors="replace"))
-            except OSError as exc:
-                raise fail(directory, f"recorded live snapshot lacks {name}: {exc.strerror or exc}") from None
+        for name, what in (
+            (RECORDED_MTREE, "HMP `info mtree` text"),
+            (RECORDED_REGISTERS, "HMP `info registers` text"),
+        ):
+            if not os.path.lexists(directory / name):
+                raise fail(directory, f"recorded live snapshot lacks {name}")
+            texts.append(read_text_input(directory / name, what))
         super().__init__(directory / RECORDED_MEMORY, texts[0], texts[1], memdev)
         self.directory = directory
 

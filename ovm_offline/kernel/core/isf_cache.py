@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import marshal
 import os
 import re
@@ -46,6 +47,8 @@ from typing import Any
 
 from ...errors import SymbolError
 from ...user_cache import atomic_write, cache_root
+
+log = logging.getLogger("ovm_offline")
 
 __all__ = [
     "CACHE_FORMAT",
@@ -131,6 +134,10 @@ def find_isf_files(symbol_dirs: Iterable[str | os.PathLike[str]] = (), include_d
                 try:
                     if not e.is_file():
                         continue
+                    if e.stat().st_size > MAX_ISF_BYTES:
+                        # sparse or not, never read: hashing it alone would take minutes
+                        log.warning("%s is larger than %d MiB: not an ISF; ignored", e.path, MAX_ISF_BYTES >> 20)
+                        continue
                 except OSError:
                     continue
                 p = Path(e.path).resolve()
@@ -199,7 +206,7 @@ def _banner_from_json_text(data: bytes) -> bytes | None:
     chunk = data[start : start + 65536].decode("utf-8", "replace")
     try:
         obj, _ = json.JSONDecoder().raw_decode(chunk)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return _decode_constant(obj)
 
@@ -241,7 +248,7 @@ class IsfIndex:
                 data = json.loads(self.path.read_bytes())
                 if isinstance(data, dict):
                     self.entries = {k: v for k, v in data.items() if isinstance(v, dict)}
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 pass
 
     def info(self, path: Path) -> tuple[str, bytes | None]:

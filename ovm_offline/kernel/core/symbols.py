@@ -301,6 +301,8 @@ def _parse_isf(path: Path) -> dict[str, Any]:
         isf = json_loads(open_isf_bytes(path))
     except ValueError as e:
         raise SymbolError(f"ISF {path} is not valid JSON: {e}") from None
+    except RecursionError:  # the C parser stops at the interpreter's depth: bounded, and named
+        raise SymbolError(f"ISF {path} nests JSON deeper than any ISF does: not a kernel's symbol table") from None
     if (
         not isinstance(isf, dict)
         or not isinstance(isf.get("symbols"), dict)
