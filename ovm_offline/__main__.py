@@ -8,6 +8,7 @@ try:
     import sys
 
     from .dataclass_code import install as install_dataclass_code
+    from .errors import INTERRUPTING_SIGNALS
 
     # before the CLI defines its dataclasses: their methods' compiled code from the user cache
     install_dataclass_code()
@@ -22,7 +23,8 @@ __all__ = ["main", "terminated"]
 
 
 def terminated(signum: int, frame: object) -> None:
-    """SIGTERM unwinds like Ctrl-C: partial output is removed and a paused live guest resumed."""
+    """SIGTERM, SIGHUP and SIGQUIT unwind like Ctrl-C: partial output is removed and a paused
+    live guest resumed."""
     raise KeyboardInterrupt
 
 
@@ -37,14 +39,15 @@ def _interruption_not_lost(unraisable: "sys.UnraisableHookArgs") -> None:
 
 
 def _ignore_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for signum in INTERRUPTING_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def main() -> None:
     try:
         sys.unraisablehook = _interruption_not_lost
-        signal.signal(signal.SIGTERM, terminated)  # SIGINT raises KeyboardInterrupt already
+        for signum in INTERRUPTING_SIGNALS[1:]:  # SIGINT raises KeyboardInterrupt already
+            signal.signal(signum, terminated)
         try:
             from .cli import main as cli_main
 

@@ -19,8 +19,9 @@ import click
 
 from . import sources
 from .__main__ import terminated
-from .errors import ExitCode, MomentError, OvmError, raised_by_an_interruption
-from .listing import print_table, print_tree, printable, ps_row
+from .errors import INTERRUPTING_SIGNALS, ExitCode, MomentError, OvmError, raised_by_an_interruption
+from .listing import print_table, print_tree, ps_row
+from .terminal import printable, printable_lines, say
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
 
@@ -140,7 +141,7 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
         for p in procs:
             d = dataclasses.asdict(p)
             d["task_address"] = f"0x{p.task_address:x}"
-            click.echo(json.dumps(d, sort_keys=True))
+            say(json.dumps(d, sort_keys=True))
     elif tree:
         print_tree(procs)
     else:
@@ -382,14 +383,14 @@ def convert(kdump, elf_out, force) -> None:
     \b
     ovm-offline convert guest.kdump-zlib guest.elf
     """
+    from .output import check_file_target
     from .sources.convert import kdump_to_elf
 
-    if os.path.exists(elf_out) and not force:
-        raise OvmError(f"{elf_out} exists; pass --force to replace it")
+    check_file_target(Path(elf_out).absolute(), force)  # refused before the dump is read
     with sources.open_source(kdump) as src:
         if not isinstance(src, sources.KdumpSource):
             raise OvmError(f"{kdump} is a {src.format_name} file, not a kdump-compressed dump")
-        out = kdump_to_elf(src, elf_out)
+        out = kdump_to_elf(src, elf_out, force)
     click.echo(f"wrote {out} ({os.path.getsize(out) / 2**20:.1f} MiB)", err=True)
 
 
@@ -411,7 +412,7 @@ def show(directory, names) -> None:
         if names:
             raise OvmError(f"{directory} is an image file; NAMES go with a directory")
         directory, names = os.path.dirname(directory) or ".", (os.path.basename(directory),)
-    click.echo(show_dir(directory, list(names) or None))
+    say(show_dir(directory, list(names) or None))
 
 
 @cli.command()
@@ -430,15 +431,22 @@ def diff(ours, theirs, show_ignored) -> None:
     result = diff_dirs(ours, theirs)
     if show_ignored:
         for difference, rule in result.ignored:
-            click.echo(f"ignored: {difference}  ({rule.reason})")
-    click.echo(result.report(), nl=False)
+            say(printable(f"ignored: {difference}  ({rule.reason})"))
+    say(printable_lines(result.report()), nl=False)
     sys.exit(result.exit_status)
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Warnings quote guest names: each line made printable."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable_lines(super().format(record))
 
 
 def _say_warnings() -> None:
     """The library's warnings (logger "ovm_offline") as one stderr line each."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("ovm-offline: warning: %(message)s"))
+    handler.setFormatter(_PrintableFormatter("ovm-offline: warning: %(message)s"))
     logger = logging.getLogger("ovm_offline")
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
@@ -446,7 +454,8 @@ def _say_warnings() -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, terminated)
+    for signum in INTERRUPTING_SIGNALS[1:]:  # SIGINT raises KeyboardInterrupt already
+        signal.signal(signum, terminated)
     _say_warnings()
     try:
         cli(standalone_mode=False)

@@ -8,10 +8,12 @@ import enum
 import errno
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 
 __all__ = [
     "EXIT_CODE_MEANINGS",
+    "INTERRUPTING_SIGNALS",
     "ExitCode",
     "GuestDataError",
     "ImageError",
@@ -26,6 +28,11 @@ __all__ = [
     "UnsupportedError",
     "raised_by_an_interruption",
 ]
+
+
+#: Signals that end a run as Ctrl-C does: partial output removed, a paused guest resumed. A
+#: closed terminal (SIGHUP) and Ctrl-\\ (SIGQUIT) are interruptions too, not a core dump.
+INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class ExitCode(enum.IntEnum):
@@ -90,7 +97,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, tuple[str, str]] = {
         "PID 10000 (inet) thread 10005 is inside read(): it is runnable there (woken or preempted): ...",
     ),
     ExitCode.INTERNAL: ("a bug of ours (OVM_DEBUG=1 shows the traceback)", "internal error: KeyError: ..."),
-    ExitCode.INTERRUPTED: ("interrupted (Ctrl-C or SIGTERM); partial output removed", "interrupted"),
+    ExitCode.INTERRUPTED: ("interrupted (Ctrl-C, SIGTERM, SIGHUP or SIGQUIT); partial output removed", "interrupted"),
 }
 
 

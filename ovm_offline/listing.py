@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["print_table", "print_tree", "printable", "ps_row"]
+from .terminal import printable, say
 
-
-def printable(text: str) -> str:
-    """Guest-chosen text (a comm, a cgroup name) for a terminal: every character that is not
-    printable shown as '?', as procps does, so a guest cannot send escape sequences."""
-    return "".join(c if c.isprintable() else "?" for c in text)
+__all__ = ["print_table", "print_tree", "ps_row"]
 
 
 def ps_row(p) -> tuple:
@@ -23,7 +19,7 @@ def ps_row(p) -> tuple:
 def print_table(rows: list[tuple], header: tuple) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
-        click.echo(
+        say(
             "  ".join(
                 str(v).ljust(w) if i == len(header) - 1 or isinstance(v, str) else str(v).rjust(w)
                 for i, (v, w) in enumerate(zip(r, widths))
@@ -48,7 +44,7 @@ def print_tree(procs) -> None:
             branch = "" if depth == 0 else ("└─ " if last else "├─ ")
             extra = f" nspid={p.ns_pid}" if p.ns_pid != p.pid else ""
             extra += f" [{printable(p.runtime_id or p.container)}]" if p.container else ""
-            click.echo(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
+            say(f"{prefix}{branch}{p.pid} {printable(p.comm)} ({p.state}){extra}")
             kids = sorted((c for c in children.get(p.pid, []) if c.pid not in shown), key=lambda c: c.pid)
             inner = prefix + ("" if depth == 0 else ("   " if last else "│  "))
             stack.extend((c, inner, i == len(kids) - 1, depth + 1) for i, c in reversed(list(enumerate(kids))))

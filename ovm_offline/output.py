@@ -18,10 +18,18 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-from .errors import OutputError, OutputExistsError, OvmError
+from .errors import INTERRUPTING_SIGNALS, OutputError, OutputExistsError, OvmError
 
-__all__ = ["atomic_directory", "check_target", "remove_abandoned_partials", "scratch_directory"]
+__all__ = [
+    "atomic_directory",
+    "atomic_file",
+    "check_file_target",
+    "check_target",
+    "remove_abandoned_partials",
+    "scratch_directory",
+]
 
 log = logging.getLogger("ovm_offline")
 
@@ -71,18 +79,81 @@ def _partial_prefix(target: Path) -> str:
 
 
 def remove_abandoned_partials(target: Path) -> list[Path]:
-    """Remove the temporary directories a killed run (SIGKILL, power loss) left beside
-    `target`: those whose writer, named in the directory name, no longer runs."""
+    """Remove the temporary directories or files a killed run (SIGKILL, power loss) left
+    beside `target`: those whose writer, named in the name, no longer runs."""
     removed = []
     pattern = re.compile(re.escape(_partial_prefix(target)) + r"(\d+)-\w+")
     with contextlib.suppress(OSError):
         for entry in os.scandir(target.parent):
             m = pattern.fullmatch(entry.name)
-            if m is None or not entry.is_dir(follow_symlinks=False) or _running(int(m.group(1))):
+            if m is None or _running(int(m.group(1))):
                 continue
-            shutil.rmtree(entry.path, ignore_errors=True)
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            else:
+                continue  # not something we make: left alone
             removed.append(Path(entry.path))
     return removed
+
+
+def check_file_target(target: Path, force: bool) -> None:
+    """Refuse an output file that exists (without `force`), or that is anything but a regular
+    file: a FIFO, a device, a socket, a directory or a symbolic link is never replaced."""
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OvmError(f"{target}: cannot be written: {exc.strerror or exc}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputExistsError(f"{target} is a symbolic link; it is never replaced: name the file itself")
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputExistsError(f"{target} is a directory; it is never replaced")
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputExistsError(f"{target} exists and is {_KINDS[stat.S_IFMT(st.st_mode)]}; it is never replaced")
+        if not force:
+            raise OutputExistsError(f"{target} exists; pass --force to replace it")
+    if not target.parent.is_dir():
+        raise OvmError(f"{target.parent} does not exist")
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike[str], force: bool = False) -> Iterator[BinaryIO]:
+    """Yield a new file beside `target`, written under a partial name; when the block ends it
+    is synced and renamed to `target`, on any error or interruption removed. The partial name
+    carries our pid, so a run killed with SIGKILL leaves a file the next run removes."""
+    target = Path(target).absolute()
+    check_file_target(target, force)
+    for path in remove_abandoned_partials(target):
+        log.warning("removed %s, left by a run that was killed", path.name)
+    tmp: str | None = None
+    try:
+        with _signals_held():  # made and not yet known to be ours: a signal must wait
+            fd, tmp = tempfile.mkstemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-", dir=target.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode of a new file
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        with _signals_held():
+            os.replace(tmp, target)
+            tmp = None
+    except OSError as exc:
+        raise OutputError.writing(target, exc) from None
+    finally:
+        if tmp is not None:
+            with _signals_held(), contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
 
 
 def _running(pid: int) -> bool:
@@ -123,9 +194,10 @@ def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Ite
     except (OutputError, OSError) as exc:
         _remove(tmp)
         if isinstance(exc, OSError):
-            if exc.errno not in _FULL_OR_READ_ONLY:
+            if exc.errno not in _FULL_OR_READ_ONLY and not _about_output(exc, target):
                 raise
-            exc = OutputError.writing(exc.filename or tmp or target, exc)
+            # before the partial directory was made, the fault is the target's place
+            exc = OutputError.writing((exc.filename if tmp is not None else None) or tmp or target.parent, exc)
         # the file was written under the temporary directory's name: name it by the target's
         said = str(exc).replace(f"{tmp}{os.sep}", "").replace(str(tmp), target.name)
         raise OutputError(f"{target}: {said}; nothing was written") from None
@@ -147,11 +219,20 @@ def scratch_directory(target: str | os.PathLike[str], purpose: str) -> Iterator[
             tmp = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-{purpose}", dir=target.parent))
         yield tmp
     except OSError as exc:
-        if exc.errno not in _FULL_OR_READ_ONLY:
+        if exc.errno not in _FULL_OR_READ_ONLY and not _about_output(exc, target):
             raise
         raise OutputError.writing(exc.filename or tmp or target, exc) from None
     finally:
         _remove(tmp)
+
+
+def _about_output(exc: OSError, target: Path) -> bool:
+    """Did `exc` come from the output itself (its partial directory, or the rename into
+    place), whatever its errno: a parent under /proc (ENOENT), an immutable one (EPERM)?
+    An OSError of the source's reading is not, and stays what it is."""
+    names = [os.fspath(n) for n in (exc.filename, exc.filename2) if isinstance(n, (str, os.PathLike))]
+    partial = os.path.join(target.parent, _partial_prefix(target))
+    return any(n.startswith(partial) or n == os.fspath(target) for n in names)
 
 
 def _remove(partial: Path | None) -> None:
@@ -162,9 +243,9 @@ def _remove(partial: Path | None) -> None:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait while a step that must not be cut in two runs; they are
+    """Ctrl-C and the other interrupting signals wait while a step that must not be cut in two runs; they are
     delivered (as KeyboardInterrupt) when it ends."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTING_SIGNALS)
     try:
         yield
     finally:

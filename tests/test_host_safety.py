@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ovm_offline.errors import ExitCode
-from ovm_offline.listing import printable
 from ovm_offline.output import atomic_directory, remove_abandoned_partials
 from ovm_offline.sources.elf_writer import core_layout
+from ovm_offline.terminal import printable
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import dump_from, ovm, tree_digest
 
@@ -117,9 +117,11 @@ def digest(path: Path) -> object:
 
 
 @pytest.mark.guest
-def test_sigterm_removes_partial_output(recording, tmp_path):
-    """SIGTERM at any moment of a dump or a conversion: the whole output or nothing, never a
-    partial directory or a temporary ELF (and the command says it was interrupted)."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
+def test_an_interrupting_signal_removes_partial_output(recording, tmp_path, signum):
+    """SIGTERM, SIGHUP (the terminal closed) or SIGQUIT at any moment of a dump or a
+    conversion: the whole output or nothing, never a partial directory or a partial ELF (and
+    the command says it was interrupted)."""
     rec = recording("6.1", "memhog-64")
     kdump = rec.kdumps["kdump-zlib"]
     commands = {
@@ -137,7 +139,7 @@ def test_sigterm_removes_partial_output(recording, tmp_path):
         for delay in (0.8, 0.5, 0.3, 0.2, 0.15):
             proc = subprocess.Popen([sys.executable, "-m", "ovm_offline", *args], stderr=subprocess.PIPE, text=True)
             time.sleep(delay)
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signum)
             _, err = proc.communicate(timeout=60)
             assert "Traceback" not in err
             if proc.returncode == 0:
@@ -147,14 +149,14 @@ def test_sigterm_removes_partial_output(recording, tmp_path):
             # 130 once the handler runs; under load the signal may also land before Python has
             # installed it (killed by SIGTERM; once, not understood, the exit was by SIGINT
             # after "interrupted"): whatever the exit, nothing may be left
-            assert proc.returncode in (ExitCode.INTERRUPTED, -signal.SIGTERM, -signal.SIGINT), err
+            assert proc.returncode in (ExitCode.INTERRUPTED, -signum, -signal.SIGINT), err
             interrupted += proc.returncode == ExitCode.INTERRUPTED
             left = list(tmp_path.iterdir())
             # all or nothing: a signal after the rename into place leaves the whole output
             assert left == [] or (left == [target[name]] and digest(target[name]) == reference[name]), left
             for p in left:
                 subprocess.run(["rm", "-rf", str(p)], check=True)
-        assert interrupted, f"{name} always finished before SIGTERM; shorten the delays"
+        assert interrupted, f"{name} always finished before {signum.name}; shorten the delays"
     dump_from(rec.elf, rec.manifest["root_pid"], tmp_path / "after")
 
 

@@ -388,6 +388,18 @@ class ImageDir:
         with _open_image_file(self._file(name)) as f:
             return f.read()
 
+    def raw_digest(self, name: str) -> tuple[int, str]:
+        """(size, sha256 hex) of file `name`, read a MiB at a time: a pages image of gigabytes
+        (or a sparse one claiming them) is summed in bounded memory."""
+        import hashlib
+
+        digest, size = hashlib.sha256(), 0
+        with _open_image_file(self._file(name)) as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+        return size, digest.hexdigest()
+
     def load(self, name: str) -> Image:
         if name not in self._cache:
             self._cache[name] = read_image(self._file(name))

@@ -24,6 +24,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from ovm_offline.errors import OvmError
+from ovm_offline.terminal import escaped_unprintable
 
 from . import images
 from .pb import criu_display_pb2
@@ -186,15 +187,20 @@ def _render_payload(data: bytes, style: Style) -> Any:
     return data
 
 
+def raw_summary(kind: images.ImageKind, size: int, sha256: str) -> dict[str, Any]:
+    """What `show` says of a raw image (pages-N.img): its size and digest, not its bytes."""
+    summary: dict[str, Any] = {"size": size, "sha256": sha256}
+    if kind is images.PAGES:
+        summary["pages"] = size // images.PAGE_SIZE
+    return {"kind": kind.name, "raw": summary}
+
+
 def image_to_dict(img: images.Image, style: Style = "pretty") -> dict[str, Any]:
     """One image as a dict. crit style matches `crit decode` output (magic, entries, extra)."""
     kind = img.kind
     if kind.raw:
         data = img.payloads[0] if img.payloads else b""
-        summary: dict[str, Any] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-        if kind is images.PAGES:
-            summary["pages"] = len(data) // images.PAGE_SIZE
-        return {"kind": kind.name, "raw": summary}
+        return raw_summary(kind, len(data), hashlib.sha256(data).hexdigest())
     entries = []
     for idx, (msg, payload) in enumerate(zip(img.entries, img.payloads)):
         d = message_to_dict(msg, style)
@@ -221,15 +227,15 @@ def image_to_dict(img: images.Image, style: Style = "pretty") -> dict[str, Any]:
 
 def render(obj: Any, indent: int = 0, width: int = 100) -> str:
     """JSON-like text: containers that fit on a line stay on one line, lists of scalars wrap."""
-    one = json.dumps(obj, ensure_ascii=False, default=str)
+    one = _dumps(obj)
     if len(one) + indent <= width or not isinstance(obj, (dict, list)) or not obj:
         return one
     pad, inner = " " * indent, " " * (indent + 2)
     if isinstance(obj, dict):
-        items = [f"{inner}{json.dumps(k)}: {render(v, indent + 2, width)}" for k, v in obj.items()]
+        items = [f"{inner}{_dumps(k)}: {render(v, indent + 2, width)}" for k, v in obj.items()]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if all(not isinstance(v, (dict, list)) for v in obj):
-        parts = [json.dumps(v, ensure_ascii=False, default=str) for v in obj]
+        parts = [_dumps(v) for v in obj]
         lines, cur = [], ""
         for p in parts:
             if cur and len(inner) + len(cur) + len(p) + 2 > width:
@@ -242,6 +248,12 @@ def render(obj: Any, indent: int = 0, width: int = 100) -> str:
     return "[\n" + ",\n".join(inner + render(v, indent + 2, width) for v in obj) + "\n" + pad + "]"
 
 
+def _dumps(value: Any) -> str:
+    """JSON of a value that may hold guest text: readable non-ASCII, and nothing a terminal
+    would act on or that reorders the line (C1 controls, bidi overrides) written raw."""
+    return escaped_unprintable(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def show_dir(path: str, names: list[str] | None = None) -> str:
     """The text of `show` for a directory (or the named files in it)."""
     idir = images.ImageDir(path)
@@ -249,10 +261,10 @@ def show_dir(path: str, names: list[str] | None = None) -> str:
     for name in names or idir.names():
         kind = images.kind_for_filename(name)
         if kind is not None and kind.raw:
-            img = images.Image(kind, [], [idir.raw(name)])
+            shown = raw_summary(kind, *idir.raw_digest(name))
         else:
-            img = idir.load(name)
-        sections.append(f"== {name}\n{render(image_to_dict(img, 'pretty'))}")
+            shown = image_to_dict(idir.load(name), "pretty")
+        sections.append(f"== {name}\n{render(shown)}")
     return "\n\n".join(sections) + "\n"
 
 
