@@ -40,6 +40,7 @@ from .kernel.task.pid import (
     PROC_PID_INIT_INO,
     pid_ns_at_level,
     pid_ns_inum,
+    pid_ns_level,
     task_active_pid_ns,
     task_ns_pid,
     task_pgid,
@@ -130,7 +131,7 @@ def _process_info(prog: Program, task, current: dict[int, int]) -> tuple[Process
 
     pidns = soft("pid namespace", lambda: task_active_pid_ns(task))
     pidns_inum = soft("pid namespace", lambda: pid_ns_inum(pidns)) if pidns is not None else None
-    pidns_level = soft("pid namespace", lambda: pidns.level) if pidns is not None else None
+    pidns_level = soft("pid namespace", lambda: pid_ns_level(pidns)) if pidns is not None else None
     outer = soft("pid namespace", lambda: pid_ns_at_level(task, 1))
     outer_inum = soft("pid namespace", lambda: pid_ns_inum(outer)) if outer is not None else None
     info = ProcessInfo(

@@ -14,6 +14,7 @@ import dataclasses
 from ...errors import GuestDataError, LayoutError
 from ..core.memory import Program
 from ..core.objects import Pointer, Struct
+from ..task.cred import cred_user_ns
 from ..task.pid import task_active_pid_ns
 
 __all__ = [
@@ -82,7 +83,7 @@ def task_nsproxy(task: Struct) -> Pointer | None:
 def task_user_ns(task: Struct) -> Pointer | None:
     """The ``struct user_namespace *`` of a task (real_cred->user_ns, as /proc/PID/ns/user)."""
     cred = task.real_cred
-    return cred.user_ns if cred else None
+    return cred_user_ns(cred) if cred else None
 
 
 def _kernel_predates(prog: Program, field: str) -> bool:

@@ -22,6 +22,7 @@ from ..core.objects import Pointer, Struct
 
 __all__ = [
     "SECCOMP_MODE_FILTER",
+    "cred_user_ns",
     "kernel_cap_value",
     "task_credentials",
     "task_loginuid",
@@ -89,6 +90,17 @@ def map_id_up(m: Struct, kid: int) -> int | None:
     return None
 
 
+def cred_user_ns(cred: Pointer | Struct) -> Pointer:
+    """``cred->user_ns`` of a ``struct cred``: never NULL in a kernel (init_cred's is
+    &init_user_ns, and prepare_creds copies a reference), so a NULL is refused, not read as
+    the initial namespace."""
+    ns: Pointer = cred.user_ns
+    if not ns:
+        address = int(cred) if isinstance(cred, Pointer) else cred.address_
+        raise GuestDataError(f"struct cred at 0x{address:x} has a NULL user_ns, which no kernel's cred has")
+    return ns
+
+
 def is_init_user_ns(prog: Program, ns: Pointer | Struct) -> bool:
     addr = int(ns) if isinstance(ns, Pointer) else ns.address_
     return addr == prog.symbol_address("init_user_ns")
@@ -142,7 +154,7 @@ def task_credentials(task: Struct) -> Credentials:
     if not ptr:
         raise GuestDataError(f"pid {task.pid}: task has no cred")
     cred = ptr.deref()
-    ns = cred.user_ns
+    ns = cred_user_ns(cred)
 
     def uid(name: str) -> int:
         return from_kid_munged(ns, cred.member_(name).val, "uid")

@@ -18,6 +18,7 @@ __all__ = [
     "pid_nr_ns",
     "pid_ns_at_level",
     "pid_ns_inum",
+    "pid_ns_level",
     "pid_type",
     "task_active_pid_ns",
     "task_ns_pid",
@@ -50,6 +51,18 @@ def pid_level(pid: Pointer) -> int:
     level = pid.level
     if not 0 <= level <= MAX_PID_NS_LEVEL:
         raise GuestDataError(f"struct pid at 0x{int(pid):x} has impossible level {level}")
+    return level
+
+
+def pid_ns_level(ns: Pointer | Struct) -> int:
+    """``ns->level`` of a ``struct pid_namespace``, checked against MAX_PID_NS_LEVEL
+    (create_pid_namespace refuses to nest deeper)."""
+    level: int = ns.level
+    if not 0 <= level <= MAX_PID_NS_LEVEL:
+        address = int(ns) if isinstance(ns, Pointer) else ns.address_
+        raise GuestDataError(
+            f"struct pid_namespace at 0x{address:x} has level {level}, beyond the kernel's {MAX_PID_NS_LEVEL}"
+        )
     return level
 
 
@@ -98,7 +111,7 @@ def pid_nr_ns(pid: Pointer, ns: Pointer | Struct) -> int:
     if not pid:
         return 0
     ns_addr = int(ns) if isinstance(ns, Pointer) else ns.address_
-    level = ns.level
+    level = pid_ns_level(ns)
     if level > pid_level(pid):
         return 0
     upid = _pid_upid(pid, level)
