@@ -25,6 +25,7 @@ __all__ = [
     "OvmError",
     "SourceError",
     "SymbolError",
+    "UnreadablePageError",
     "UnsupportedError",
     "raised_by_an_interruption",
 ]
@@ -111,6 +112,12 @@ class SourceError(OvmError):
     """The memory source (dump file or live guest) is unreadable, truncated or corrupt."""
 
     exit_code = ExitCode.SOURCE
+
+
+class UnreadablePageError(SourceError):
+    """A page the dump says it holds cannot be read as the dump describes it (a descriptor
+    outside the file, a size no page has, a compression the format does not define): named,
+    never read as zeros or as another page."""
 
 
 class SymbolError(OvmError):

@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from .errors import GuestDataError, SymbolError
+from .errors import GuestDataError, SymbolError, UnreadablePageError
 from .extract.runtimes import runc_container_ids
 from .kernel.core.identify import open_kernel as _open_kernel
 from .kernel.core.memory import Program
@@ -107,6 +107,11 @@ class ProcessInfo:
         return ",".join(str(cpu) for cpu in sorted({cpu for _, cpu in self.on_cpu})) or "-"
 
 
+#: what leaves one detail of a process unread, not the listing: guest data no kernel holds,
+#: and a page the dump holds but cannot give as it describes it (named in the problem)
+_NOT_READ = (GuestDataError, UnreadablePageError)
+
+
 def open_kernel(source: PhysicalSource, symbol_dirs: Iterable[str | os.PathLike[str]] = (), **kwargs) -> Program:
     """Identify the guest kernel and its layout; see ovm_offline.kernel.core.identify.open_kernel."""
     return _open_kernel(source, symbol_dirs, **kwargs)
@@ -125,7 +130,7 @@ def _process_info(prog: Program, task, current: dict[int, int]) -> tuple[Process
         # Optional details of one process must not hide every other process.
         try:
             return fn()
-        except GuestDataError as e:
+        except _NOT_READ as e:
             problems.append(f"{what}: {e}")
             return default
 
@@ -257,12 +262,12 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
     listed, with the reasons in `problems`."""
     try:
         current = cpu_curr_tasks(prog)
-    except (GuestDataError, SymbolError):
+    except (*_NOT_READ, SymbolError):
         current = {}  # which task runs where is a detail: the processes are still listed
     raw = [_process_info(prog, task, current) for task in for_each_process(prog)]
     try:
         init_pidns = pid_ns_inum(prog["init_pid_ns"])
-    except (GuestDataError, SymbolError):
+    except (*_NOT_READ, SymbolError):
         init_pidns = PROC_PID_INIT_INO
     ids = container_ids(raw, init_pidns)
     runc = _runc_ids_by_container(prog, [p.pid for p, _ in raw], ids)
@@ -276,7 +281,7 @@ def _runc_ids_by_container(prog: Program, pids: list[int], containers: list[str 
     """``runc:<id>`` of each container whose first process runc's state names."""
     try:
         first = runc_container_ids(prog)
-    except (GuestDataError, SymbolError) as e:
+    except (*_NOT_READ, SymbolError) as e:
         log.warning("runc's state not read: %s", e)
         return {}
     return {c: f"runc:{first[pid]}" for pid, c in zip(pids, containers, strict=True) if c and pid in first}

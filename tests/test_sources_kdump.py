@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ovm_offline.errors import SourceError
+from ovm_offline.errors import SourceError, UnreadablePageError
 from ovm_offline.sources import ElfSource, KdumpSource, open_source
 from ovm_offline.sources import kdump as kdump_module
 from ovm_offline.sources.convert import kdump_to_elf
@@ -700,3 +700,25 @@ def test_a_file_that_shrinks_under_the_bulk_path_is_named(tmp_path):
             _files.copy_pieces(fd, [(50, 100)], out.fileno(), str(tmp_path / "in"))
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("flattened", [False, True])
+def test_a_page_left_out_is_zeros_only_when_the_dump_level_left_out_only_zero_pages(tmp_path, flattened):
+    """Pages that exist (bitmap 1) but were not dumped (bitmap 2): QEMU's dump level 1 leaves
+    out zero pages only, so they read as zeros; makedumpfile's -d 31 leaves out cache, user and
+    free pages too, whose content is not in the dump: named, never read as zeros."""
+    data = {0: os.urandom(PAGE_SIZE), 1: os.urandom(PAGE_SIZE)}
+    existing = bitmap_of({p: True for p in range(4)}, 16)
+    for level, left_out in ((1, bytes(PAGE_SIZE)), (31, None)):
+        path = tmp_path / f"d{level}"
+        with open(path, "wb") as out:
+            contents = KdumpContents(16, existing, bitmap_of(data, 16), dump_level=level)
+            write_kdump(out, contents, [data[0], data[1]], "zlib", flattened=flattened)
+        with KdumpSource(path) as src:
+            assert src.read(0, 2 * PAGE_SIZE) == data[0] + data[1]
+            if left_out is not None:
+                assert src.read(2 * PAGE_SIZE, 2 * PAGE_SIZE) == left_out * 2
+                continue
+            for read in (lambda: src.read(3 * PAGE_SIZE, 8), lambda: src.copy_to(0, 4 * PAGE_SIZE, io.BytesIO())):
+                with pytest.raises(UnreadablePageError, match=r"pfn 0x[23] was left out by the dumper \(dump level 31"):
+                    read()

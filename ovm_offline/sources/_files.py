@@ -13,10 +13,20 @@ import threading
 from collections.abc import Iterable
 from typing import BinaryIO, Protocol
 
-from ..errors import SourceError
+from ..errors import SourceError, UnreadablePageError
 from .base import PhysicalRun
 
-__all__ = ["BULK_CHUNK", "ByteReader", "MappedFile", "RunMap", "fail", "open_input", "write_zeros"]
+__all__ = [
+    "BULK_CHUNK",
+    "ByteReader",
+    "MappedFile",
+    "RunMap",
+    "fail",
+    "open_input",
+    "read_text_input",
+    "unreadable",
+    "write_zeros",
+]
 
 
 #: biggest piece handed to one write() when `out` has no descriptor: large enough that Python
@@ -29,6 +39,11 @@ _PREAD_FROM = 1 << 20
 def fail(where: str | os.PathLike[str], problem: str) -> SourceError:
     """The one-line error every bad input turns into: '<file>: <problem>'."""
     return SourceError(f"{where}: {problem}")
+
+
+def unreadable(where: str | os.PathLike[str], problem: str) -> UnreadablePageError:
+    """fail() for one page that the file holds but that cannot be read as it describes it."""
+    return UnreadablePageError(f"{where}: {problem}")
 
 
 _NOT_A_FILE = {

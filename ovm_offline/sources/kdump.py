@@ -19,9 +19,9 @@ import os
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
-from ._files import ByteReader, MappedFile, fail, release_resident, write_zeros
+from ._files import ByteReader, MappedFile, fail, release_resident, unreadable, write_zeros
 from .base import PhysicalRun, VcpuState
 from .kdump_format import (
     COMPRESSION_MASK,
@@ -46,6 +46,7 @@ from .kdump_format import (
     parse_sub_header,
 )
 from .kdump_index import flat_records
+from .kdump_pieces import ZERO_PAGE, Piece, StoredRaw, clipped, pieces_of_batch
 from .notes import ParsedNotes, parse_notes, parse_vmcoreinfo
 from .ordered import cores, ordered_map
 
@@ -62,10 +63,6 @@ PAGE_CACHE_PAGES = 256
 #: pages decoded between two releases of the container's resident pages (at most 4 MiB of
 #: compressed data stay mapped: a dump's RSS must not grow with the process's size)
 RELEASE_EVERY_PAGES = 1024
-ZERO_PAGE = bytes(PAGE_SIZE)
-#: zero pages in a row that a copy skips (a hole, or writes of a shared zero block) rather than
-#: writes from the decoded batch
-ZERO_STRETCH_PAGES = 16
 #: keys (offset, size, flags) of stored pages known to decode to zeros: QEMU points every zero
 #: page at one; a hostile dump cannot make the set grow past this
 MAX_ZERO_KEYS = 64
@@ -74,19 +71,6 @@ MAX_ZERO_KEYS = 64
 INFLATE_AT_ONCE = 8
 #: how far apart a batch's stored pages may lie and still be read in one piece
 BATCH_SLACK = 64 * PAGE_SIZE
-
-
-class StoredRaw(NamedTuple):
-    """A batch whose pages are all stored uncompressed (QEMU stores a page raw when zlib does
-    not shrink it, as it does memhog's, and points zero pages at one raw zero page): its bytes
-    are the container file's at `pieces` ((offset, size), in order), written from the page
-    cache in one writev, never decoded or joined in Python."""
-
-    pieces: tuple[tuple[int, int], ...]
-
-
-#: a stretch of a batch: (pages, their bytes | StoredRaw | None for zeros)
-Piece = tuple[int, "bytes | StoredRaw | None"]
 
 
 # ==== the dump ====================================================================================
@@ -121,6 +105,8 @@ class KdumpImage:
         if h.bitmap_blocks <= 0 or h.bitmap_blocks % 2:
             raise fail(where, f"corrupt kdump header: {h.bitmap_blocks} bitmap blocks (must be a positive even number)")
         self.sub = parse_sub_header(lf.pread(h.block_size, SUB_HEADER.size), where)
+        # makedumpfile's dump level bits: 1 zero pages, 2 and 4 cache, 8 user, 16 free pages
+        self.excluded_unknown = bool(self.sub.dump_level & ~1)
         self.max_mapnr = self.sub.max_mapnr_64 if h.header_version >= 6 else h.max_mapnr
         bitmap_bits = h.bitmap_blocks // 2 * h.block_size * 8
         if not 0 < self.max_mapnr <= MAX_PFNS:
@@ -141,7 +127,7 @@ class KdumpImage:
         raw = self.layout.pread(self.bitmap_offset, self.bitmap_bytes)
         self.dumped = Bitmap(raw[half:], self.nbits)
         # bitmap 1: pages that exist; bitmap 2: pages dumped. Pages in 1 but not 2 were
-        # excluded by the dumper and are defined as zero; a dumped page always exists.
+        # excluded by the dumper (see _excluded); a dumped page always exists.
         self.present = Bitmap(bitmap_or(raw[:half], self.dumped.data), self.nbits)
         if self.desc_offset + self.dumped.count * PAGE_DESC.size > self.layout.size:
             raise fail(
@@ -211,11 +197,23 @@ class KdumpImage:
         if self.dumped.test(pfn):
             data = self.decode(pfn, self.descs(self.dumped.rank(pfn), 1)[0])
         else:
-            data = ZERO_PAGE
+            data = self._excluded(pfn)
         self._cache[pfn] = data
         if len(self._cache) > PAGE_CACHE_PAGES:
             self._cache.popitem(last=False)
         return data
+
+    def _excluded(self, pfn: int) -> bytes:
+        """A page that exists but that the dumper left out: zeros when its dump level left
+        out only zero pages (QEMU's is 1); otherwise (makedumpfile -d 2..31 leaves out cache,
+        user or free pages too) its content is not in the dump, and reading it is an error."""
+        if self.excluded_unknown:
+            raise unreadable(
+                self.where,
+                f"pfn {pfn:#x} was left out by the dumper (dump level {self.sub.dump_level}: more than"
+                " zero pages), so its content is not in the dump",
+            )
+        return ZERO_PAGE
 
     def batch(self, pfn: int, n: int, raw_as_stored: bool = False) -> list[Piece]:
         """Pages [pfn, pfn+n) (n <= BATCH_PAGES) decoded: (pages, bytes) pieces in order, None
@@ -230,6 +228,9 @@ class KdumpImage:
             missing = pfn + (holes & -holes).bit_length() - 1
             raise fail(self.where, f"guest-physical address {missing * PAGE_SIZE:#x} is not in the dump")
         dumped = self.dumped.bits(pfn, n)
+        if dumped != (1 << n) - 1 and self.excluded_unknown:
+            excluded = ~dumped & ((1 << n) - 1)
+            self._excluded(pfn + (excluded & -excluded).bit_length() - 1)
         if not dumped:
             return [(n, None)]
         # plain tuples (offset, size, flags, page_flags): no per-page object construction
@@ -238,7 +239,7 @@ class KdumpImage:
             return [(n, whole)]
         where = [i for i, bit in enumerate(reversed(f"{dumped:b}")) if bit == "1"]
         todo = [(i, (o, s, f)) for i, (o, s, f, _) in zip(where, descs) if (o, s, f) not in self._zero_keys]
-        stored = self._stored_pages(pfn, [key for _, key in todo])
+        stored = self._stored_pages([pfn + i for i, _ in todo], [key for _, key in todo])
         pages = self._decode_all(pfn, todo, stored)
         filled: list[tuple[int, bytes | memoryview]] = []
         for (i, key), page in zip(todo, pages):
@@ -248,7 +249,7 @@ class KdumpImage:
                     self._zero_keys.add(key)
                 continue
             filled.append((i, page))
-        return _pieces(n, filled)
+        return pieces_of_batch(n, filled)
 
     def _stored_raw(self, descs: list[tuple[int, int, int, int]]) -> StoredRaw | None:
         """The pages of `descs` as a StoredRaw if every one is stored uncompressed and in the file."""
@@ -256,7 +257,7 @@ class KdumpImage:
             return None
         # C-level passes over the batch's 256 descriptors: this runs for every batch of a copy
         offsets, sizes, flags, _ = zip(*descs)
-        if sizes.count(PAGE_SIZE) != len(sizes) or any(map(COMPRESSION_MASK.__and__, flags)):
+        if sizes.count(PAGE_SIZE) != len(sizes) or any(flags):  # any flag: decoded (or refused) one by one
             return None
         # (logical offset, size) of pages stored one after another, joined
         steps = map(operator.sub, itertools.islice(offsets, 1, None), offsets)
@@ -274,13 +275,15 @@ class KdumpImage:
                 return None  # a file of tiny records: read as any other
         return StoredRaw(tuple(pieces))
 
-    def _stored_pages(self, pfn: int, keys: list[tuple[int, int, int]]) -> list[bytes | memoryview]:
-        """The stored bytes of pages (offset, size, flags): sliced from one read of the stretch
-        of the file that holds them all when they lie close together (QEMU writes them in pfn
-        order), read one by one otherwise."""
-        for offset, size, _ in keys:
+    def _stored_pages(self, pfns: list[int], keys: list[tuple[int, int, int]]) -> list[bytes | memoryview]:
+        """The stored bytes of pages `pfns` (their keys: offset, size, flags): sliced from one
+        read of the stretch of the file that holds them all when they lie close together (QEMU
+        writes them in pfn order), read one by one otherwise."""
+        for pfn, (offset, size, _) in zip(pfns, keys):
             if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
-                raise fail(self.where, f"corrupt page descriptor near pfn {pfn:#x} (offset {offset:#x}, size {size})")
+                raise unreadable(
+                    self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {offset:#x}, size {size})"
+                )
         if not keys:
             return []
         low = min(o for o, _, _ in keys)
@@ -296,7 +299,7 @@ class KdumpImage:
         """The pages of `todo` (index in the batch, key) decoded from `stored`. A batch of zlib
         pages is inflated in one C-level loop, so that a thread holds the GIL only between
         batches, not between pages, and threads inflate at once."""
-        if all(f & COMPRESSION_MASK == DUMP_DH_COMPRESSED_ZLIB for _, (_, _, f) in todo):
+        if all(f == DUMP_DH_COMPRESSED_ZLIB for _, (_, _, f) in todo):
             pages: list[bytes | memoryview] = []
             try:
                 # a few pages at a time: a hostile page may inflate to 4 MiB, not to a page
@@ -313,12 +316,12 @@ class KdumpImage:
 
     def _read_stored(self, offset: int, size: int, pfn: int) -> bytes:
         if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
-            raise fail(self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {offset:#x}, size {size})")
+            raise unreadable(self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {offset:#x}, size {size})")
         return self.layout.pread(offset, size)
 
     def _decode_bytes(self, pfn: int, data: bytes | memoryview, flags: int) -> bytes:
         try:
-            if flags & COMPRESSION_MASK == DUMP_DH_COMPRESSED_ZLIB:
+            if flags == DUMP_DH_COMPRESSED_ZLIB:
                 # the common case, without decompress_page's call and copy per page
                 try:
                     page = zlib.decompress(data)
@@ -329,7 +332,7 @@ class KdumpImage:
                 return page
             return decompress_page(bytes(data), flags, PAGE_SIZE)
         except ValueError as exc:
-            raise fail(self.where, f"page at guest-physical {pfn * PAGE_SIZE:#x}: {exc}") from None
+            raise unreadable(self.where, f"page at guest-physical {pfn * PAGE_SIZE:#x}: {exc}") from None
 
     def batches(self, pfn: int, count: int, raw_as_stored: bool = False) -> Iterator[list[Piece]]:
         """batch() of pages [pfn, pfn+count) BATCH_PAGES at a time, in order, decoded on all
@@ -393,7 +396,7 @@ class KdumpImage:
                     continue
                 if isinstance(piece, StoredRaw):
                     assert isinstance(self.reader, MappedFile)
-                    self.reader.write_pieces(_clipped(piece.pieces, skip, size), out)
+                    self.reader.write_pieces(clipped(piece.pieces, skip, size), out)
                 elif piece is not None:
                     out.write(piece[skip : skip + size])
                 elif sparse:
@@ -402,51 +405,6 @@ class KdumpImage:
                     write_zeros(out, size)
                 skip = 0
                 remaining -= size
-
-
-def _clipped(pieces: tuple[tuple[int, int], ...], skip: int, size: int) -> list[tuple[int, int]]:
-    """`size` bytes of the (offset, size) `pieces` after their first `skip` bytes."""
-    clipped = []
-    for offset, length in pieces:
-        if skip >= length:
-            skip -= length
-            continue
-        take = min(length - skip, size)
-        clipped.append((offset + skip, take))
-        skip, size = 0, size - take
-        if not size:
-            break
-    return clipped
-
-
-def _pieces(n: int, filled: list[tuple[int, bytes | memoryview]]) -> list[Piece]:
-    """A batch of n pages, those at `filled` (index, bytes; ascending) not zero, as pieces:
-    zero stretches of ZERO_STRETCH_PAGES or more are None, everything else joined bytes (the
-    cost follows the pages that hold data, not the batch's size)."""
-    if not filled:
-        return [(n, None)]
-    pieces: list[Piece] = []
-    begin = filled[0][0] if filled[0][0] >= ZERO_STRETCH_PAGES else 0  # the data piece being gathered
-    if begin:
-        pieces.append((begin, None))
-    parts: list[bytes | memoryview] = []
-    end = begin
-    for i, page in filled:
-        if i - end >= ZERO_STRETCH_PAGES:
-            pieces.append((end - begin, b"".join(parts)))
-            pieces.append((i - end, None))
-            parts.clear()
-            begin = end = i
-        parts.extend(itertools.repeat(ZERO_PAGE, i - end))
-        parts.append(page)
-        end = i + 1
-    if n - end < ZERO_STRETCH_PAGES:
-        parts.extend(itertools.repeat(ZERO_PAGE, n - end))
-        end = n
-    pieces.append((end - begin, b"".join(parts)))
-    if end < n:
-        pieces.append((n - end, None))
-    return pieces
 
 
 class KdumpSource:

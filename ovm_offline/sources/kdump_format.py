@@ -453,7 +453,7 @@ def _snappy_length(data: bytes) -> int:
 
 def decompress_page(data: bytes, flags: int, block_size: int) -> bytes:
     """One page's bytes; raises ValueError (callers wrap it) on anything but exactly block_size bytes."""
-    method = flags & COMPRESSION_MASK
+    method = flags  # a bit beyond the one compression the page names makes it unreadable
     if method == 0:
         out = data
     elif method == DUMP_DH_COMPRESSED_ZLIB:
@@ -481,7 +481,7 @@ def decompress_page(data: bytes, flags: int, block_size: int) -> bytes:
     elif method == DUMP_DH_COMPRESSED_ZSTD:
         raise ValueError("zstd-compressed pages are not supported")
     else:
-        raise ValueError(f"more than one compression flag set ({flags:#x})")
+        raise ValueError(f"flags {flags:#x} name no one compression the format defines")
     if len(out) != block_size:
         raise ValueError(f"page decodes to {len(out)} bytes, not {block_size}")
     return out

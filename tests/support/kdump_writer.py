@@ -121,6 +121,7 @@ class KdumpContents:
     nr_cpus: int = 1
     phys_base: int = 0
     machine: str = "x86_64"
+    dump_level: int = 1  # makedumpfile -d: QEMU writes 1 (zero pages left out)
 
 
 def _blocks(nbytes: int) -> int:
@@ -219,7 +220,7 @@ def _write_headers(
     vmci_at, vmci_size = vmcoreinfo_desc_span(c.notes)
     sub = SUB_HEADER.pack(
         c.phys_base,
-        1,
+        c.dump_level,
         0,
         0,
         0,
