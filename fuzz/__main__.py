@@ -24,6 +24,7 @@ import click
 from corpus import recorder
 
 from .containers import Containers
+from .evidence import Evidence
 from .harness import BAD, MAX_RSS_MIB, Case, Mutation, Report, classify, fresh_process_mib, leftovers, run_in_child
 from .hostpaths import Paths
 from .isf import Isf
@@ -36,6 +37,7 @@ FAMILIES = {
     "containers-elf": lambda rec, work: Containers(rec, work, "elf"),
     "containers-kdump": lambda rec, work: Containers(rec, work, "kdump"),
     "structures": Structures,
+    "evidence": Evidence,
     "isf": Isf,
     "paths": Paths,
     "signals": Signals,

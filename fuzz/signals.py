@@ -1,6 +1,7 @@
-"""Family `signals`: SIGINT, SIGTERM or SIGKILL at a random moment of a dump (the CLI in a
-forked child). After SIGINT or SIGTERM the run must end with 130 (or 0 if it was done) and
-leave no partial output; after SIGKILL the next run must remove the leftover and say so."""
+"""Family `signals`: SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGKILL at a random moment of a dump
+or a kdump's conversion to ELF (the CLI in a forked child). After any but SIGKILL the run must
+end with 130 (or 0 if it was done) and leave no partial output; after SIGKILL the next run
+must remove the leftover and say so."""
 
 from __future__ import annotations
 
@@ -42,40 +43,38 @@ class Signals:
     def __init__(self, rec, work: Path) -> None:
         self.pid = rec.manifest["root_pid"]
         self.dump = rec.elf
+        self.kdump = rec.kdumps.get("kdump-zlib")
         self.work = work / "signals"
         self.work.mkdir(parents=True, exist_ok=True)
-        self._span: float | None = None  # how long a dump of this recording runs undisturbed
+        self._spans: dict[str, float] = {}  # how long each command runs undisturbed
+        self.command = "dump"
 
     def _argv(self, target: Path) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "ovm_offline",
-            "dump",
-            str(self.dump),
-            "--pid",
-            str(self.pid),
-            "-D",
-            str(target),
-            "-q",
-        ]
+        if self.command == "convert":
+            return [sys.executable, "-m", "ovm_offline", "convert", str(self.kdump), str(target)]
+        dump = [sys.executable, "-m", "ovm_offline", "dump", str(self.dump), "--pid", str(self.pid)]
+        return [*dump, "-D", str(target), "-q"]
+
+    def _target(self) -> Path:
+        return self.work / ("out.elf" if self.command == "convert" else "images")
 
     def _undisturbed_span(self) -> float:
-        """Seconds a dump of this recording takes, measured once: the signals land within it
-        (a fixed window let a small guest's dump end before every signal)."""
-        if self._span is None:
+        """Seconds the command takes on this recording, measured once: the signals land within
+        it (a fixed window let a small guest's dump end before every signal)."""
+        if self.command not in self._spans:
             started = time.monotonic()
             subprocess.run(self._argv(self.work / "measured"), capture_output=True, timeout=120)
-            self._span = time.monotonic() - started
-            shutil.rmtree(self.work / "measured", ignore_errors=True)
-        return self._span
+            self._spans[self.command] = time.monotonic() - started
+            subprocess.run(["rm", "-rf", str(self.work / "measured")], check=True)
+        return self._spans[self.command]
 
     def run_case(self, index: int, rng: random.Random) -> Case:
+        self.command = rng.choice(["dump", "convert"] if self.kdump is not None else ["dump"])
         span = self._undisturbed_span()
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir()
-        target = self.work / "images"
-        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        target = self._target()
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL])
         # from the interpreter's start to a third past the dump's end: runs of one recording take
         # about the same time, and a window that ended with the measured run left almost no
         # case finishing before its signal (all 20 refused on 6.12 and 7.2 in a CI run)
@@ -95,14 +94,18 @@ class Signals:
         except subprocess.TimeoutExpired:
             child.kill()
             child.communicate()
-            return Case(index, f"{sig.name} after {delay:.3f} s", True, "hang", "no end within 60 s", 60.0, 0.0)
+            what = f"{self.command}: {sig.name} after {delay:.3f} s"
+            return Case(index, what, True, "hang", "no end within 60 s", 60.0, 0.0)
         seconds = time.monotonic() - started
-        what = f"{sig.name} after {delay:.3f} s"
+        what = f"{self.command}: {sig.name} after {delay:.3f} s"
         result = self._judge(sig, child.returncode, stderr, target)
         return Case(index, what, True, result.outcome, result.detail, seconds, 0.0)
 
     def _judge(self, sig: signal.Signals, code: int, stderr: str, target: Path) -> Result:
-        whole = target.is_dir() and (target / f"core-{self.pid}.img").is_file()
+        if self.command == "convert":
+            whole = target.is_file() and target.stat().st_size > 0
+        else:
+            whole = target.is_dir() and (target / f"core-{self.pid}.img").is_file()
         if sig == signal.SIGKILL:
             if code not in (0, -signal.SIGKILL):
                 return Result("internal error", f"exit {code}: {stderr.strip()[-200:]}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -15,11 +16,17 @@ from ovm_offline.sources.base import PhysicalSource
 
 from .harness import digest_tree
 
+log = logging.getLogger("ovm_offline")
+
 
 def ps_and_dump(source: PhysicalSource, pid: int, out: Path, prog=None) -> str:
     """`ps` then `dump` of `pid` into `out` (removed after): a fingerprint of both results."""
     prog = prog if prog is not None else inventory.open_kernel(source)
-    table = json.dumps([dataclasses.asdict(p) for p in inventory.list_processes(prog)], sort_keys=True, default=str)
+    processes = inventory.list_processes(prog)
+    for p in processes:
+        for problem in dict.fromkeys(p.problems):  # as `ps` prints them: a warning each
+            log.warning("PID %d (%s): %s", p.pid, p.comm, problem)
+    table = json.dumps([dataclasses.asdict(p) for p in processes], sort_keys=True, default=str)
     try:
         dumping.dump(source, prog, pid, out)
         images = digest_tree(out)

@@ -131,7 +131,7 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     with opened_source(source, live, qmp, mem, vcpu_state) as src:
         procs = inventory.list_processes(open_guest_kernel(src, symbol_dirs))
     for p in procs:
-        for problem in p.problems:  # the row is shown with what could be read
+        for problem in dict.fromkeys(p.problems):  # the row is shown with what could be read
             click.echo(printable(f"ovm-offline: warning: PID {p.pid} ({p.comm}): {problem}"), err=True)
     if no_kernel_threads:
         procs = [p for p in procs if not p.kthread]

@@ -560,14 +560,15 @@ def test_a_page_that_inflates_to_megabytes_is_refused_by_its_size(tmp_path, work
     build_kdump(tmp_path / "dump", spec, "zlib", flattened=False)
     raw = bytearray((tmp_path / "dump").read_bytes())
     with open_source(tmp_path / "dump") as src:
-        desc_at = src.image.desc_offset + (BATCH_PAGES + 7) * PAGE_DESC.size
+        # the last page: its data may move to the end of the file and stay in the pages' order
+        desc_at = src.image.desc_offset + (count - 1) * PAGE_DESC.size
     bomb = zlib.compress(bytes(4 << 20), 9)
     assert len(bomb) <= PAGE_SIZE
     struct.pack_into("<QII", raw, desc_at, len(raw), len(bomb), PageDesc(*PAGE_DESC.unpack_from(raw, desc_at)).flags)
     (tmp_path / "dump").write_bytes(bytes(raw) + bomb)
     with pytest.MonkeyPatch.context() as patch, open_source(tmp_path / "dump") as src:
         patch.setattr(kdump_module, "cores", lambda: workers)
-        address = (BATCH_PAGES + 7) * PAGE_SIZE
+        address = (count - 1) * PAGE_SIZE
         with pytest.raises(SourceError, match=f"page at guest-physical {address:#x}: page decodes to {4 << 20} bytes"):
             src.copy_to(0, count * PAGE_SIZE, io.BytesIO())
 
@@ -722,3 +723,31 @@ def test_a_page_left_out_is_zeros_only_when_the_dump_level_left_out_only_zero_pa
             for read in (lambda: src.read(3 * PAGE_SIZE, 8), lambda: src.copy_to(0, 4 * PAGE_SIZE, io.BytesIO())):
                 with pytest.raises(UnreadablePageError, match=r"pfn 0x[23] was left out by the dumper \(dump level 31"):
                     read()
+
+
+@pytest.mark.parametrize("moved", ["to the next page's data", "to the previous page's data", "before the data"])
+def test_a_descriptor_pointed_at_another_pages_data_is_named_not_read_as_that_page(tmp_path, moved):
+    """QEMU and makedumpfile write the shared zero page first, then every page's data in pfn
+    order: a descriptor moved onto another page's data (which would decode cleanly, as that
+    page) breaks the order and is refused by its pfn, by page() and by batch()."""
+    data = {p: (f"page {p} ".encode() * PAGE_SIZE)[:PAGE_SIZE] for p in range(8)}
+    data[2] = bytes(PAGE_SIZE)  # a zero page: the shared one, which may repeat anywhere
+    build_kdump(tmp_path / "dump", (8, dict.fromkeys(range(8), True), data), "zlib", flattened=False)
+    raw = bytearray((tmp_path / "dump").read_bytes())
+    with open_source(tmp_path / "dump") as src:
+        assert src.read(0, 8 * PAGE_SIZE) == b"".join(data[p] for p in range(8))
+        descs = [PageDesc(*PAGE_DESC.unpack_from(raw, src.image.desc_offset + p * PAGE_DESC.size)) for p in range(8)]
+        start = src.image.data_start
+    target = {"to the next page's data": 5, "to the previous page's data": 3, "before the data": None}[moved]
+    offset, size = (descs[target].offset, descs[target].size) if target is not None else (start - 64, descs[4].size)
+    struct.pack_into("<QI", raw, src.image.desc_offset + 4 * PAGE_DESC.size, offset, size)
+    (tmp_path / "dump").write_bytes(bytes(raw))
+    # which of two pages whose data overlap is the altered one cannot be known: either is named
+    named = {"to the next page's data": "0x4", "to the previous page's data": "0x[34]", "before the data": "0x[34]"}[
+        moved
+    ]
+    with open_source(tmp_path / "dump") as src:
+        assert src.read(0, 3 * PAGE_SIZE) == b"".join(data[p] for p in range(3))
+        for read in (lambda: src.read(4 * PAGE_SIZE, 8), lambda: src.copy_to(0, 8 * PAGE_SIZE, io.BytesIO())):
+            with pytest.raises(UnreadablePageError, match=rf"for pfn {named} .*: its data .* out of the order pages"):
+                read()

@@ -121,6 +121,7 @@ class KdumpImage:
                 f"kdump bitmaps ({self.bitmap_bytes} bytes at {self.bitmap_offset:#x}) extend beyond the end of the dump; truncated?",
             )
         self.desc_offset = self.bitmap_offset + self.bitmap_bytes
+        self.data_start = 0  # where the page data begins: known with the bitmaps
 
     def _load_bitmaps(self) -> None:
         half = self.bitmap_bytes // 2
@@ -135,6 +136,7 @@ class KdumpImage:
                 f"kdump page descriptor table ({self.dumped.count} entries) extends beyond the end of the dump; truncated?",
             )
         self._runs: list[PhysicalRun] | None = None
+        self.data_start = self.desc_offset + self.dumped.count * PAGE_DESC.size
 
     def _load_notes(self) -> None:
         s, lf = self.sub, self.layout
@@ -178,6 +180,22 @@ class KdumpImage:
     def descs(self, first_index: int, count: int) -> list[PageDesc]:
         return parse_page_descs(self._desc_bytes(first_index, count))
 
+    def _placed_descs(self, rank: int, pfns: list[int]) -> list[tuple[int, int, int, int]]:
+        """The descriptors (offset, size, flags, page_flags) of dumped pages `pfns`, whose
+        first is the rank-th dumped, each checked to place its data where QEMU and
+        makedumpfile write it: the one shared page first (the zero page, at the start of the
+        data), every other page after its predecessor's data and before its successor's. A
+        descriptor pointed at another page's data is named, not read as that page."""
+        low, high = max(rank - 1, 0), min(rank + len(pfns) + 1, self.dumped.count)
+        around = list(PAGE_DESC.iter_unpack(self._desc_bytes(low, high - low)))
+        shared, pairs = self.data_start, zip(around, around[1:])
+        if min(d[0] for d in around) < shared or any(
+            a[0] + a[1] > b[0] for a, b in pairs if a[0] != shared and b[0] != shared
+        ):
+            for i, pfn in enumerate(pfns, rank - low):
+                self._check_placed(pfn, around[i], around[i - 1] if i else None, around[i + 1 : i + 2])
+        return around[rank - low : rank - low + len(pfns)]
+
     def decode(self, pfn: int, desc: PageDesc) -> bytes:
         data = self._read_stored(desc.offset, desc.size, pfn)
         self._decoded_since_release += 1
@@ -195,13 +213,36 @@ class KdumpImage:
         if not self.present.test(pfn):
             raise fail(self.where, f"guest-physical address {pfn * PAGE_SIZE:#x} is not in the dump")
         if self.dumped.test(pfn):
-            data = self.decode(pfn, self.descs(self.dumped.rank(pfn), 1)[0])
+            data = self.decode(pfn, PageDesc(*self._placed_descs(self.dumped.rank(pfn), [pfn])[0]))
         else:
             data = self._excluded(pfn)
         self._cache[pfn] = data
         if len(self._cache) > PAGE_CACHE_PAGES:
             self._cache.popitem(last=False)
         return data
+
+    def _check_placed(
+        self, pfn: int, desc: tuple[int, ...], before: tuple[int, ...] | None, after: list[tuple[int, ...]]
+    ) -> None:
+        """The slow path of _placed_descs: which of a page's neighbours its data disagrees with."""
+        offset, size, shared = desc[0], desc[1], self.data_start
+        if not 0 < size <= PAGE_SIZE or offset + size > self.layout.size:
+            raise unreadable(self.where, f"corrupt page descriptor for pfn {pfn:#x} (offset {offset:#x}, size {size})")
+        if offset == shared:
+            return
+        if offset < shared:
+            relation = f"lies before the page data begins ({shared:#x})"
+        elif before is not None and before[0] != shared and before[0] + before[1] > offset:
+            relation = f"begins inside the previous dumped page's (offset {before[0]:#x}, size {before[1]})"
+        elif after and after[0][0] != shared and offset + size > after[0][0]:
+            relation = f"runs into the next dumped page's (offset {after[0][0]:#x})"
+        else:
+            return
+        raise unreadable(
+            self.where,
+            f"page descriptor for pfn {pfn:#x} (offset {offset:#x}, size {size}): its data {relation}, out of"
+            " the order pages are written in; one of them is damaged or altered",
+        )
 
     def _excluded(self, pfn: int) -> bytes:
         """A page that exists but that the dumper left out: zeros when its dump level left
@@ -234,10 +275,10 @@ class KdumpImage:
         if not dumped:
             return [(n, None)]
         # plain tuples (offset, size, flags, page_flags): no per-page object construction
-        descs = list(PAGE_DESC.iter_unpack(self._desc_bytes(self.dumped.rank(pfn), dumped.bit_count())))
+        where = [i for i, bit in enumerate(reversed(f"{dumped:b}")) if bit == "1"]
+        descs = self._placed_descs(self.dumped.rank(pfn), [pfn + i for i in where])
         if raw_as_stored and dumped == (1 << n) - 1 and (whole := self._stored_raw(descs)) is not None:
             return [(n, whole)]
-        where = [i for i, bit in enumerate(reversed(f"{dumped:b}")) if bit == "1"]
         todo = [(i, (o, s, f)) for i, (o, s, f, _) in zip(where, descs) if (o, s, f) not in self._zero_keys]
         stored = self._stored_pages([pfn + i for i, _ in todo], [key for _, key in todo])
         pages = self._decode_all(pfn, todo, stored)

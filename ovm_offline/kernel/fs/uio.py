@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ...errors import OvmError
+from ...errors import OvmError, UnreadablePageError
 from ..core.objects import Struct
 from ..cpu.regs import task_stack_from
 
@@ -87,6 +87,8 @@ def _iovec_iter_matcher(prog: Program, ubuf: int, size: int, source: bool) -> Ca
             return False
         try:
             return prog.read(_u64(raw, i + at["iov"]), 16) == one_iovec
+        except UnreadablePageError:
+            raise  # a damaged page of the dump, not a stale pointer
         except OvmError:
             return False  # not a pointer: leftovers of an earlier frame
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from ...errors import GuestDataError, SourceError
+from ...errors import GuestDataError, SourceError, UnreadablePageError
 from ..core.memory import Program
 from ..core.objects import Pointer
 from ..ds.xarray import xa_load
@@ -45,6 +45,8 @@ def find_cached_page(prog: Program, mapping: Pointer, index: int) -> bytes | Non
         return None
     try:
         return prog.source.read(phys, PAGE_SIZE)
+    except UnreadablePageError:
+        raise  # in the dump, and damaged: never taken for a page that is not cached
     except SourceError:
         return None
 
