@@ -32,12 +32,14 @@ from .mountns import MountNamespaces
 from .runtimes import Runtimes
 from .signals import Signals
 from .structures import Structures
+from .terminal import Terminal
 
 FAMILIES = {
     "containers-elf": lambda rec, work: Containers(rec, work, "elf"),
     "containers-kdump": lambda rec, work: Containers(rec, work, "kdump"),
     "structures": Structures,
     "evidence": Evidence,
+    "terminal": Terminal,
     "isf": Isf,
     "paths": Paths,
     "signals": Signals,

@@ -130,3 +130,40 @@ def test_a_value_no_kernel_holds_is_refused_by_dump_and_named_by_ps(recording, t
         with pytest.raises(GuestDataError, match=re.escape(said)):
             dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
     assert not (tmp_path / "images").exists()
+
+
+def _log_dentry(prog, task):
+    return dict(for_each_file(task_files(task)))[1].f_path.dentry
+
+
+def _dentry_of_another_mount(prog, task) -> tuple[int, bytes]:
+    """The log's f_path.dentry (on the tmpfs at /run/ovm) pointed at the task's root dentry
+    (the initramfs's): a dentry, but not of the path's mount."""
+    log = dict(for_each_file(task_files(task)))[1]
+    root = task.fs.root.dentry
+    where = int(log) + prog.member_offset("file", "f_path") + prog.member_offset("path", "dentry")
+    return where, int(root).to_bytes(8, "little")
+
+
+def _name_with_a_slash(prog, task) -> tuple[int, bytes]:
+    return int(_log_dentry(prog, task).d_name.name), b"count/r.log"
+
+
+@pytest.mark.parametrize(
+    "where, said",
+    [
+        (_dentry_of_another_mount, "its mount of 0x"),
+        (_name_with_a_slash, "below its root is named 'count/r.log', which no directory entry is"),
+    ],
+    ids=["dentry-of-another-mount", "name-with-a-slash"],
+)
+def test_a_path_no_kernel_makes_is_refused_by_name(recording, tmp_path, where, said):
+    rec = recording("6.1", "counter")
+    pid = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        address, value = where(prog, find_task(prog, pid))
+        source.patch_virtual(prog, address, value)
+        with pytest.raises(GuestDataError, match=re.escape(said)):
+            dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+    assert not (tmp_path / "images").exists()

@@ -22,6 +22,7 @@ from ..core.objects import Object, Pointer, Struct
 from ..ns.nsproxy import ns_common_name
 
 __all__ = [
+    "component_name",
     "d_path",
     "d_path_info",
     "dentry_name",
@@ -101,6 +102,17 @@ def dentry_name(dentry: Pointer | Struct) -> bytes:
     if n == 0:
         return b""
     return d.prog_.read(int(qstr.name), n)
+
+
+def component_name(dentry: Pointer | Struct) -> str:
+    """The name of a ``struct dentry`` below its file system's root, as one path component:
+    never empty and never holding a '/' (lookup refuses both; only a root's name is "/")."""
+    name = kernel_text(dentry_name(dentry))
+    if not name or "/" in name:
+        raise GuestDataError(
+            f"dentry 0x{_addr(dentry):x} below its root is named {name!r}, which no directory entry is"
+        )
+    return name
 
 
 def d_unhashed(dentry: Pointer | Struct) -> bool:
@@ -187,7 +199,7 @@ def _names_to_fs_root(dentry: Struct) -> list[str]:
                 f"dentry 0x{dentry.address_:x}: d_parent chain loops or is deeper than {MAX_COMPONENTS} components"
             )
         seen.add(d.address_)
-        name = kernel_text(dentry_name(d))
+        name = component_name(d)
         total += len(name) + 1
         if total > PATH_MAX:
             raise GuestDataError(f"dentry 0x{dentry.address_:x}: path longer than PATH_MAX ({PATH_MAX})")
@@ -208,6 +220,13 @@ def d_path_info(path: Struct, root: Struct | None = None) -> PathInfo:
     if not mnt_ptr:
         raise GuestDataError(f"struct path at 0x{path.address_:x} has no vfsmount")
     mnt = real_mount(mnt_ptr)
+    if int(dentry.d_sb) != int(mnt.mnt.mnt_sb):
+        # a path's dentry is on its mount's file system, always (every path the kernel makes
+        # pairs a vfsmount with a dentry of that mount's super block)
+        raise GuestDataError(
+            f"struct path at 0x{path.address_:x}: dentry 0x{dentry.address_:x} is of super block"
+            f" 0x{int(dentry.d_sb):x}, its mount of 0x{int(mnt.mnt.mnt_sb):x}: not a dentry of that mount"
+        )
     pseudo = _d_dname_name(prog, dentry)
     unlinked = d_unlinked(dentry)
     if pseudo is not None:
@@ -255,7 +274,7 @@ def _prepend_path(
             return names, root is None and bool(mnt.mnt_ns)
         if parent == d_addr or not parent:
             return names, False  # escaped: a disconnected dentry or one outside the root
-        name = kernel_text(dentry_name(dentry))
+        name = component_name(dentry)
         total += len(name.encode("utf-8", "surrogateescape")) + 1
         if total > PATH_MAX:
             raise GuestDataError(f"d_path of dentry 0x{start:x}: longer than PATH_MAX ({PATH_MAX})")
