@@ -27,6 +27,7 @@ from .containers import Containers
 from .evidence import Evidence
 from .harness import BAD, MAX_RSS_MIB, Case, Mutation, Report, classify, fresh_process_mib, leftovers, run_in_child
 from .hostpaths import Paths
+from .inputs import Inputs
 from .isf import Isf
 from .mountns import MountNamespaces
 from .runtimes import Runtimes
@@ -42,6 +43,7 @@ FAMILIES = {
     "terminal": Terminal,
     "isf": Isf,
     "paths": Paths,
+    "inputs": Inputs,
     "signals": Signals,
     "runtimes": Runtimes,
     "mountns": MountNamespaces,
@@ -65,7 +67,7 @@ def run_family(
     family = FAMILIES[name](rec, work)
     report = Report(name, kernel, seed)
     rng = random.Random(f"{name}/{kernel}/{seed}")
-    if isinstance(family, Signals):
+    if isinstance(family, (Signals, Inputs)):  # each case a fresh interpreter, judged by the family
         for i in range(cases):
             report.add(family.run_case(i, rng))
             progress(report)

@@ -76,7 +76,8 @@ def main() -> None:
     save_dataclass_code()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: started with that descriptor closed
+                stream.flush()
         except (OSError, ValueError):
             pass
     os._exit(code or 0)

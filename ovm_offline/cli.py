@@ -21,7 +21,7 @@ from . import sources
 from .__main__ import terminated
 from .errors import INTERRUPTING_SIGNALS, ExitCode, MomentError, OvmError, raised_by_an_interruption
 from .listing import print_table, print_tree, ps_row
-from .terminal import printable, printable_lines, say
+from .terminal import ReaderGone, printable, printable_lines, say
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
 
@@ -471,7 +471,7 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
         # `ovm-offline ps dump | head`: the reader went away; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

@@ -4,12 +4,13 @@ standard output's own write errors (a full disk, a closed descriptor) said in on
 from __future__ import annotations
 
 import errno
+import sys
 
 import click
 
 from .errors import OutputError
 
-__all__ = ["escaped_unprintable", "printable", "printable_lines", "say"]
+__all__ = ["ReaderGone", "escaped_unprintable", "printable", "printable_lines", "say"]
 
 
 def printable(text: str) -> str:
@@ -41,15 +42,20 @@ def _json_escape(c: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+class ReaderGone(Exception):
+    """Standard output's reader went away (`ovm-offline ps | head`): the CLI ends quietly, 0."""
+
+
 def say(text: str, nl: bool = True) -> None:
     """Write `text` to standard output; a write that fails (ENOSPC on /dev/full, EIO, EBADF)
-    is an OutputError naming standard output. A reader that went away (EPIPE) is left to the
-    CLI, which ends quietly, as `ps | head` expects."""
+    is an OutputError naming standard output. A reader that went away (EPIPE) is ReaderGone,
+    on which the CLI ends quietly, as `ps | head` expects."""
+    if sys.stdout is None:  # started with descriptor 1 closed (`ovm-offline ps >&-`)
+        raise OutputError("cannot write standard output: it is closed")
     try:
         click.echo(text, nl=nl)
-    except BrokenPipeError:
-        raise
     except OSError as exc:
         if exc.errno == errno.EPIPE:
-            raise
+            # not an OSError any more: click's own handler would end the run with exit 1
+            raise ReaderGone from None
         raise OutputError(f"cannot write standard output: {exc.strerror or exc}") from None

@@ -12,7 +12,7 @@ from fuzz.harness import BAD
 
 pytestmark = pytest.mark.guest
 
-CASES = {"signals": 20}  # each starts an interpreter
+CASES = {"signals": 20, "inputs": 20}  # each starts an interpreter
 #: the recordings each family mutates: runc's state and a container's mount namespace are only
 #: in the runc workloads' guests (runc-userns: ids mapped into a user namespace on top)
 WORKLOADS = {"runtimes": ("runc",), "mountns": ("runc", "runc-userns")}

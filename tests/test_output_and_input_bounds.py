@@ -60,6 +60,36 @@ def test_show_to_a_full_device_is_one_line_and_exit_1(tmp_path):
     assert result.returncode == 1
 
 
+def test_show_with_standard_output_closed_is_one_line_and_exit_1(tmp_path):
+    (tmp_path / "pages-1.img").write_bytes(bytes(4096))
+    result = subprocess.run(
+        [sys.executable, "-m", "ovm_offline", "show", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert_one_line_failure(result, "cannot write standard output: it is closed")
+    assert result.returncode == 1
+
+
+def test_show_into_a_pipe_whose_reader_left_ends_quietly_with_0(tmp_path):
+    """`ovm-offline show DIR | head`: not an error of ours (click alone would exit 1)."""
+    (tmp_path / "pages-1.img").write_bytes(bytes(4096))
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "ovm_offline", "show", str(tmp_path)],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 @pytest.mark.parametrize("where", ["/proc/ovm-images", "/proc/self/ovm-images", "/sys/ovm-images"])
 def test_an_images_directory_where_none_can_be_made_is_one_error(where):
     with pytest.raises(OutputError, match="cannot write .*; nothing was written$"):
