@@ -134,8 +134,8 @@ def atomic_file(target: str | os.PathLike[str], force: bool = False) -> Iterator
     try:
         with _signals_held():  # made and not yet known to be ours: a signal must wait
             fd, tmp = tempfile.mkstemp(prefix=f"{_partial_prefix(target)}{os.getpid()}-", dir=target.parent)
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode of a new file
         with os.fdopen(fd, "wb") as out:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode of a new file
             yield out
             out.flush()
             os.fsync(out.fileno())
@@ -243,8 +243,8 @@ def _remove(partial: Path | None) -> None:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C and the other interrupting signals wait while a step that must not be cut in two runs; they are
-    delivered (as KeyboardInterrupt) when it ends."""
+    """Ctrl-C and the other interrupting signals wait while a step that must not be cut in
+    two runs; they are delivered (as KeyboardInterrupt) when it ends."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTING_SIGNALS)
     try:
         yield
