@@ -62,10 +62,14 @@ def test_a_damaged_kdump_page_descriptor_is_named_and_nothing_is_written(recordi
         desc = dict(zip(("offset", "size", "flags", "page_flags"), PAGE_DESC.unpack(f.read(PAGE_DESC.size))))
         f.seek(where)
         f.write(PAGE_DESC.pack(*{**desc, field: value}.values()))
-    result = _run("dump", str(kdump), "--pid", str(pid), "-D", str(tmp_path / "images"))
-    assert_one_line_failure(result, said.format(pfn=pfn, addr=pfn * 4096, **desc))
-    assert result.returncode == ExitCode.SOURCE
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.kdump"]  # no images, no partial
+    for args in (
+        ["dump", str(kdump), "--pid", str(pid), "-D", str(tmp_path / "images")],
+        ["convert", str(kdump), str(tmp_path / "out.elf")],
+    ):
+        result = _run(*args)
+        assert_one_line_failure(result, said.format(pfn=pfn, addr=pfn * 4096, **desc))
+        assert result.returncode == ExitCode.SOURCE
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.kdump"]  # nothing, not even partial
 
 
 def test_a_pt_load_moved_over_the_first_16_mib_of_ram_is_named(recording, tmp_path):
