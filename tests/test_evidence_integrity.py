@@ -112,6 +112,10 @@ def _cred_user_ns(prog, task) -> int:
     return int(task.real_cred) + prog.member_offset("cred", "user_ns")
 
 
+def _nsproxy_net_ns(prog, task) -> int:
+    return int(task.nsproxy) + prog.member_offset("nsproxy", "net_ns")
+
+
 def _init_pid_ns_level(prog, task) -> int:
     return prog.symbol_address("init_pid_ns") + prog.member_offset("pid_namespace", "level")
 
@@ -121,8 +125,9 @@ def _init_pid_ns_level(prog, task) -> int:
     [
         (_cred_user_ns, bytes(8), "has a NULL user_ns, which no kernel's cred has"),
         (_init_pid_ns_level, b"\xff\xff\xff\xff", "has level 4294967295, beyond the kernel's 32"),
+        (_nsproxy_net_ns, bytes(8), "has a NULL net_ns, which no kernel's has"),
     ],
-    ids=["null-cred-user-ns", "absurd-pid-ns-level"],
+    ids=["null-cred-user-ns", "absurd-pid-ns-level", "null-net-ns"],
 )
 def test_a_value_no_kernel_holds_is_refused_by_dump_and_named_by_ps(recording, tmp_path, where, value, said):
     rec = recording("6.1", "counter")
