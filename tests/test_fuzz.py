@@ -20,6 +20,10 @@ CASES_OF = [(f, w) for f in sorted(FAMILIES) for w in WORKLOADS.get(f, ("counter
 #: what shows that a family's cases reached the code they aim at: a refusal, or for `ps`
 #: alone (which lists what it can and warns about the rest) a warning
 REACHED = {"runtimes": "warned"}
+#: families whose every case may rightly be refused: each alters a page or a segment the dump
+#: reads, so a case ends `ok` only when its page happens not to be read (none did in 40 cases
+#: of 6.1's counter in a CI run)
+ALL_MAY_BE_REFUSED = {"evidence"}
 
 
 @pytest.mark.parametrize(("family", "workload"), CASES_OF)
@@ -30,5 +34,6 @@ def test_no_case_of_the_family_fails_the_gate(recording, tmp_path, family, workl
     report = run_family(family, kernel, workload, CASES.get(family, 40), 7, tmp_path, lambda r: None, None)
     counts = report.counts()
     assert not [c for c in report.cases if c.outcome in BAD], report.failures()[:5]
-    assert counts[REACHED.get(family, "refused")] > 0 and counts["ok"] + counts["changed"] > 0, counts
+    assert counts[REACHED.get(family, "refused")] > 0, counts
+    assert family in ALL_MAY_BE_REFUSED or counts["ok"] + counts["changed"] > 0, counts
     assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
