@@ -144,7 +144,6 @@ class Inputs:
     def _run(self, args: list[str], stdout: str | None) -> Result:
         argv = [sys.executable, "-m", "ovm_offline", *args]
         out: int | object = subprocess.DEVNULL
-        pipe_reader = None
         if stdout == "/dev/full":
             out = os.open("/dev/full", os.O_WRONLY)
         elif stdout == "early-closed pipe":

@@ -99,6 +99,12 @@ def remove_abandoned_partials(target: Path) -> list[Path]:
     return removed
 
 
+def _remove_leftovers(target: Path) -> None:
+    """remove_abandoned_partials(target), saying what it removed."""
+    for path in remove_abandoned_partials(target):
+        log.warning("removed %s, left by a run that was killed", path.name)
+
+
 def check_file_target(target: Path, force: bool) -> None:
     """Refuse an output file that exists (without `force`), or that is anything but a regular
     file: a FIFO, a device, a socket, a directory or a symbolic link is never replaced."""
@@ -128,8 +134,7 @@ def atomic_file(target: str | os.PathLike[str], force: bool = False) -> Iterator
     carries our pid, so a run killed with SIGKILL leaves a file the next run removes."""
     target = Path(target).absolute()
     check_file_target(target, force)
-    for path in remove_abandoned_partials(target):
-        log.warning("removed %s, left by a run that was killed", path.name)
+    _remove_leftovers(target)
     tmp: str | None = None
     try:
         with _signals_held():  # made and not yet known to be ours: a signal must wait
@@ -175,8 +180,7 @@ def atomic_directory(target: str | os.PathLike[str], force: bool = False) -> Ite
         raise OvmError("the images directory name is empty")
     target = Path(target).absolute()
     check_target(target, force)
-    for path in remove_abandoned_partials(target):
-        log.warning("removed %s, left by a run that was killed", path.name)
+    _remove_leftovers(target)
     tmp: Path | None = None
     try:
         with _signals_held():  # a signal now would leave the directory made and not yet ours

@@ -121,7 +121,6 @@ class KdumpImage:
                 f"kdump bitmaps ({self.bitmap_bytes} bytes at {self.bitmap_offset:#x}) extend beyond the end of the dump; truncated?",
             )
         self.desc_offset = self.bitmap_offset + self.bitmap_bytes
-        self.data_start = 0  # where the page data begins: known with the bitmaps
 
     def _load_bitmaps(self) -> None:
         half = self.bitmap_bytes // 2
@@ -136,6 +135,7 @@ class KdumpImage:
                 f"kdump page descriptor table ({self.dumped.count} entries) extends beyond the end of the dump; truncated?",
             )
         self._runs: list[PhysicalRun] | None = None
+        # where the page data begins: the one shared page (the zero page) is written there
         self.data_start = self.desc_offset + self.dumped.count * PAGE_DESC.size
 
     def _load_notes(self) -> None:
