@@ -123,7 +123,7 @@ def dumpable_refusal(task: Struct) -> Refusal | None:
     elif task.exit_state & EXIT_DEAD:
         why = f"PID {pid} ({comm}) is being reaped by its parent; it has no state left to save"
     elif task.exit_state & EXIT_ZOMBIE:
-        if task.signal and task.signal.live.counter:
+        if task.signal.live.counter:
             # the leader of a thread group whose other threads run on: /proc says Z, and criu's
             # seize refuses it as a zombie with threads
             why = f"PID {pid} ({comm}) is a thread-group leader that has exited while its other threads run"

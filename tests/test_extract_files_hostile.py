@@ -60,12 +60,12 @@ class Fake(FakeKernelMemory):
         self.set(inode, "inode", "i_sb", sb)
         return inode
 
-    def file(self, inode: int, fops: str | None = None, flags: int = 0) -> int:
+    def file(self, inode: int, fops: str = "bad_file_ops", flags: int = 0) -> int:
+        """A file with `fops` (one no file kind claims unless given): no open file's f_op is NULL."""
         f = self.alloc("file")
         self.set(f, "file", "f_inode", inode)
         self.set(f, "file", "f_flags", flags)
-        if fops:
-            self.set(f, "file", "f_op", self.symbols.symbol_address(fops))
+        self.set(f, "file", "f_op", self.symbols.symbol_address(fops))
         return f
 
     def files(
@@ -169,7 +169,7 @@ def test_big_sparse_table_reads_little(fake):
 
 def test_file_kinds(fake):
     def kind(mode: int, fops: str | None = None, magic: int = 0) -> str:
-        return file_kind(fake.prog.pointer("file", fake.file(fake.inode(mode, magic), fops)))
+        return file_kind(fake.prog.pointer("file", fake.file(fake.inode(mode, magic), fops or "bad_file_ops")))
 
     assert kind(S_IFREG | 0o644, "shmem_file_operations") == "reg"
     assert kind(S_IFCHR | 0o666, "null_fops") == "reg"  # CRIU saves /dev/null as a regular file
@@ -257,7 +257,7 @@ def test_bogus_fd_array(fake):
 
 def test_null_fd_array(fake):
     files = fake.files(64, {1: 1}, array=0)
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "NULL fd array")
+    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "has a NULL fd, which no kernel")
 
 
 def test_bogus_open_fds_bitmap(fake):
@@ -267,7 +267,7 @@ def test_bogus_open_fds_bitmap(fake):
 
 def test_null_fdtable(fake):
     files = fake.alloc("files_struct")
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "no fdtable")
+    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "has a NULL fdt, which no kernel")
 
 
 def test_bogus_file_pointer(fake):
@@ -281,7 +281,7 @@ def test_file_without_inode(fake):
     f = fake.file(0)
     files = fake.files(64, {0: f})
     raises_one_line(
-        lambda: extract_files(fake.prog, task_of(fake, files, pid=555), None, classify), "pid 555", "no inode"
+        lambda: extract_files(fake.prog, task_of(fake, files, pid=555), None, classify), "pid 555", "has a NULL f_inode, which no kernel"
     )
 
 

@@ -21,8 +21,13 @@ from tests.support.memory import FakeKernelMemory
 class FakeFs(FakeKernelMemory):
     """Dentries, mounts, paths, inodes and files in fake memory."""
 
+    def __init__(self, kernel: str) -> None:
+        super().__init__(kernel)
+        self.sb = self.alloc("super_block")  # one file system's: a path's dentry is its mount's
+
     def dentry(self, name: bytes, parent: int | None, hashed: bool = True, inode: int = 0) -> int:
         d = self.alloc("dentry")
+        self.set(d, "dentry", "d_sb", self.sb)
         self.set(d, "dentry", "d_name.name", self.string(name))
         self.set(d, "dentry", "d_name.len", len(name))
         self.set(d, "dentry", "d_parent", parent if parent is not None else d)
@@ -33,6 +38,7 @@ class FakeFs(FakeKernelMemory):
     def mount(self, root: int, parent: int | None, mountpoint: int | None) -> int:
         m = self.alloc("mount")
         self.set(m, "mount", "mnt.mnt_root", root)
+        self.set(m, "mount", "mnt.mnt_sb", self.sb)
         self.set(m, "mount", "mnt_parent", parent if parent is not None else m)
         self.set(m, "mount", "mnt_mountpoint", mountpoint if mountpoint is not None else root)
         self.set(m, "mount", "mnt_ns", 0xFFFF_8880_0FFF_0000)
@@ -62,6 +68,7 @@ class FakeFs(FakeKernelMemory):
         self.set(f, "file", "f_path.mnt", self.vfsmount(m))
         self.set(f, "file", "f_path.dentry", d)
         self.set(f, "file", "f_inode", inode)
+        self.set(f, "file", "f_op", self.prog.symbol_address("bad_file_ops"))
         return f
 
 

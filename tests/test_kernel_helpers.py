@@ -82,6 +82,10 @@ class Fake(FakeKernelMemory):
             self.set(cset, "css_set", "dfl_cgrp", cgrp)
             self.set(t, "task_struct", "cgroups", cset)
         self.set(t, "task_struct", "nsproxy", nsproxy)
+        cred = self.alloc("cred")  # no task's cred or its user_ns is NULL
+        self.set(cred, "cred", "user_ns", self.prog.symbol_address("init_user_ns"))
+        self.set(t, "task_struct", "cred", cred)
+        self.set(t, "task_struct", "real_cred", cred)
         return t
 
 
@@ -141,7 +145,7 @@ def test_impossible_pid_level(fake):
     spid = fake.pid([(5, init_ns)])
     fake.set(spid, "pid", "level", 1000)
     t = fake.prog.struct("task_struct", fake.task(5, 5, spid))
-    with pytest.raises(GuestDataError, match="impossible level 1000"):
+    with pytest.raises(GuestDataError, match="its level is 1000, but in every kernel pid.level is at most MAX_PID_NS_LEVEL"):
         task_ns_pid(t)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GuestDataError, SymbolError
+from .invariants import NEVER_NULL, null_member
 from .ktypes import (
     ArrayType,
     BitfieldType,
@@ -124,7 +125,10 @@ class Struct(Object):
     def member_(self, name: str) -> Any:
         """Read member `name` (members of anonymous unions/structs included)."""
         m = self.type_.member(name)
-        return read_value(self.prog_, m.type, self.address_ + m.offset)
+        value = read_value(self.prog_, m.type, self.address_ + m.offset)
+        if type(value) is Pointer and not value._value and (self.type_.name, name) in NEVER_NULL:
+            raise null_member(self.type_.name, name, self.address_)
+        return value
 
     def member_address_(self, name: str) -> int:
         return self.address_ + self.type_.member(name).offset

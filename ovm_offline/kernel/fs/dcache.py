@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ...errors import GuestDataError
 from ...state import FileIdentity
+from ..core.invariants import broken
 from ..core.objects import Object, Pointer, Struct
 from ..ns.nsproxy import ns_common_name
 
@@ -109,9 +110,7 @@ def component_name(dentry: Pointer | Struct) -> str:
     never empty and never holding a '/' (lookup refuses both; only a root's name is "/")."""
     name = kernel_text(dentry_name(dentry))
     if not name or "/" in name:
-        raise GuestDataError(
-            f"dentry 0x{_addr(dentry):x} below its root is named {name!r}, which no directory entry is"
-        )
+        raise broken("dentry.d_name", f"dentry 0x{_addr(dentry):x} below its root", f"is named {name!r}")
     return name
 
 
@@ -216,16 +215,13 @@ def d_path_info(path: Struct, root: Struct | None = None) -> PathInfo:
     outside `root`, "escaped") ends the walk, as does the top mount of a tree."""
     prog = path.prog_
     dentry = _dentry(prog, path.dentry)
-    mnt_ptr = path.mnt
-    if not mnt_ptr:
-        raise GuestDataError(f"struct path at 0x{path.address_:x} has no vfsmount")
-    mnt = real_mount(mnt_ptr)
+    mnt = real_mount(path.mnt)  # never NULL: invariants.NEVER_NULL
     if int(dentry.d_sb) != int(mnt.mnt.mnt_sb):
-        # a path's dentry is on its mount's file system, always (every path the kernel makes
-        # pairs a vfsmount with a dentry of that mount's super block)
-        raise GuestDataError(
-            f"struct path at 0x{path.address_:x}: dentry 0x{dentry.address_:x} is of super block"
-            f" 0x{int(dentry.d_sb):x}, its mount of 0x{int(mnt.mnt.mnt_sb):x}: not a dentry of that mount"
+        raise broken(
+            "dentry.d_sb of a mount",
+            f"struct path at 0x{path.address_:x}",
+            f"dentry 0x{dentry.address_:x} is of super block 0x{int(dentry.d_sb):x},"
+            f" its mount of 0x{int(mnt.mnt.mnt_sb):x}",
         )
     pseudo = _d_dname_name(prog, dentry)
     unlinked = d_unlinked(dentry)

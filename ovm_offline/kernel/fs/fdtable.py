@@ -129,10 +129,8 @@ def fdtable_max_fds(fdt: Struct) -> int:
 
 def _bitmap_address(fdt: Struct, member: str) -> int:
     """Where ``struct fdtable`` member `member` (an ``unsigned long *`` bitmap) points: never
-    NULL, and aligned as the longs it holds are."""
+    NULL (invariants.NEVER_NULL), and aligned as the longs it holds are."""
     ptr = int(fdt.member_(member))
-    if not ptr:
-        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL {member} bitmap")
     if ptr % 8:
         raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: {member} bitmap at 0x{ptr:x} is misaligned")
     return ptr
@@ -173,9 +171,7 @@ def for_each_file(files: Pointer | Struct) -> Iterator[tuple[int, Pointer]]:
     prog = files.prog_
     fdt = files_fdtable(files)
     max_fds = fdtable_max_fds(fdt)
-    array = int(fdt.fd)
-    if not array:
-        raise GuestDataError(f"fdtable at 0x{fdt.address_:x}: NULL fd array")
+    array = int(fdt.fd)  # never NULL: invariants.NEVER_NULL
     open_fds = _read_bitmap(fdt, "open_fds", max_fds)
     file_type = prog.type("file")
     for start in range(0, max_fds, _FD_CHUNK):
@@ -200,7 +196,7 @@ def task_fd_file(task: Struct, fd: int) -> Pointer | None:
     if files is None or fd < 0:
         return None
     fdt = files_fdtable(files)
-    if fd >= fdtable_max_fds(fdt) or not int(fdt.fd):
+    if fd >= fdtable_max_fds(fdt):
         return None
     prog = task.prog_
     f = prog.read_u64(int(fdt.fd) + 8 * fd)
@@ -249,11 +245,8 @@ def file_pos(file: Pointer | Struct) -> int:
 
 
 def file_inode_ptr(file: Pointer | Struct) -> Pointer:
-    """``f_inode`` (``struct inode *``) of a ``struct file``; GuestDataError if NULL."""
-    f = _file(file)
-    inode = f.f_inode
-    if not inode:
-        raise GuestDataError(f"struct file at 0x{f.address_:x} has no inode")
+    """``f_inode`` (``struct inode *``) of a ``struct file``, never NULL (invariants.NEVER_NULL)."""
+    inode: Pointer = _file(file).f_inode
     return inode
 
 

@@ -34,12 +34,12 @@ def _fs(fs: Pointer | Struct) -> Struct:
 
 def fs_root(fs: Pointer | Struct) -> Struct:
     """The root directory (``struct path``) of a ``struct fs_struct``."""
-    return _check_path(_fs(fs), "root")
+    return _fs(fs).root  # its NULL members are refused as read (invariants.NEVER_NULL)
 
 
 def fs_pwd(fs: Pointer | Struct) -> Struct:
     """The working directory (``struct path``) of a ``struct fs_struct``."""
-    return _check_path(_fs(fs), "pwd")
+    return _fs(fs).pwd
 
 
 def fs_umask(fs: Pointer | Struct) -> int:
@@ -49,10 +49,3 @@ def fs_umask(fs: Pointer | Struct) -> int:
     if umask & ~S_IRWXUGO:
         raise GuestDataError(f"fs_struct at 0x{f.address_:x} has impossible umask 0o{umask & 0xFFFFFFFF:o}")
     return umask
-
-
-def _check_path(fs: Struct, member: str) -> Struct:
-    path = fs.member_(member)
-    if not path.mnt or not path.dentry:
-        raise GuestDataError(f"fs_struct at 0x{fs.address_:x}: {member} has no mount or dentry")
-    return path

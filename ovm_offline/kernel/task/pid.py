@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError, SymbolError
+from ..core.invariants import broken
 from ..core.ktypes import StructType
 from ..core.objects import Array, Pointer, Struct
 
@@ -50,7 +51,7 @@ def pid_level(pid: Pointer) -> int:
     """``pid->level`` of a ``struct pid *``, checked against MAX_PID_NS_LEVEL."""
     level = pid.level
     if not 0 <= level <= MAX_PID_NS_LEVEL:
-        raise GuestDataError(f"struct pid at 0x{int(pid):x} has impossible level {level}")
+        raise broken("pid.level", f"struct pid at 0x{int(pid):x}", f"its level is {level}")
     return level
 
 
@@ -60,9 +61,7 @@ def pid_ns_level(ns: Pointer | Struct) -> int:
     level: int = ns.level
     if not 0 <= level <= MAX_PID_NS_LEVEL:
         address = int(ns) if isinstance(ns, Pointer) else ns.address_
-        raise GuestDataError(
-            f"struct pid_namespace at 0x{address:x} has level {level}, beyond the kernel's {MAX_PID_NS_LEVEL}"
-        )
+        raise broken("pid_namespace.level", f"struct pid_namespace at 0x{address:x}", f"its level is {level}")
     return level
 
 

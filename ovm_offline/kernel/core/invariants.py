@@ -1,0 +1,120 @@
+"""The kernel's own invariants that ovm-offline checks, each named once with the kernel source
+that states it (issues 33 and 34).
+
+A guest that breaks one is damaged or lies; reading on would give a value no kernel holds,
+so the reader refuses by the invariant's name (`broken`).
+
+* `NEVER_NULL`: pointer members no live kernel object holds NULL. `Struct.member_` checks
+  them where every member is read, so no walker can take such a NULL for "absent".
+  Members that are NULL in a legal state are not here: a zombie's or an exiting task's
+  ``mm``, ``files``, ``fs``, ``nsproxy`` and ``stack``; a negative dentry's ``d_inode``.
+* `INVARIANTS`: the other checked rules (limits, agreement between objects); the walker
+  that reads the value checks it and calls `broken` with the rule's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import GuestDataError
+
+__all__ = ["INVARIANTS", "NEVER_NULL", "Invariant", "broken", "null_member"]
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str  # "struct.member" or a short rule name
+    rule: str  # what every kernel guarantees
+    source: str  # where the kernel states or enforces it
+
+
+_TASK_LISTED = "kernel/exit.c: __exit_signal() clears it where __unhash_process() takes the task off the task list"
+
+#: (struct, member) -> where the kernel sets the member and why it is never NULL afterwards
+NEVER_NULL: dict[tuple[str, str], str] = {
+    (
+        "task_struct",
+        "cred",
+    ): "kernel/cred.c: copy_creds() sets it before the task is listed; __put_task_struct() puts it",
+    ("task_struct", "real_cred"): "kernel/cred.c: copy_creds() sets it before the task is listed",
+    ("task_struct", "signal"): "kernel/fork.c: copy_signal(); freed by put_signal_struct() in __put_task_struct()",
+    ("task_struct", "sighand"): f"kernel/fork.c: copy_sighand(); {_TASK_LISTED}",
+    ("task_struct", "thread_pid"): f"kernel/fork.c: init_task_pid() in copy_process(); {_TASK_LISTED}",
+    (
+        "task_struct",
+        "real_parent",
+    ): "kernel/fork.c: copy_process() sets it, kernel/exit.c reparents it; init_task's is itself",
+    ("task_struct", "group_leader"): "kernel/fork.c: copy_process() sets it; de_thread() moves it, never to NULL",
+    (
+        "task_struct",
+        "cgroups",
+    ): "kernel/cgroup/cgroup.c: cgroup_fork() sets &init_css_set, cgroup_post_fork() the parent's",
+    ("cred", "user_ns"): "kernel/cred.c: init_cred's is &init_user_ns; prepare_creds() copies a reference",
+    ("cred", "user"): "kernel/cred.c: init_cred's is INIT_USER; prepare_creds() copies a reference",
+    ("cred", "group_info"): "kernel/cred.c: init_cred's is &init_groups; prepare_creds() copies a reference",
+    **{
+        ("nsproxy", member): "kernel/nsproxy.c: init_nsproxy and create_new_namespaces() set every member "
+        "(the initial namespace without its CONFIG_*_NS)"
+        for member in ("uts_ns", "ipc_ns", "mnt_ns", "pid_ns_for_children", "net_ns", "cgroup_ns", "time_ns")
+    },
+    ("file", "f_inode"): "fs/open.c: do_dentry_open() sets it before the file is installed",
+    ("file", "f_op"): "fs/open.c: do_dentry_open() fails an open without file operations",
+    ("path", "dentry"): "fs/file_table.c: alloc_file() and fs/fs_struct.c: set_fs_root()/set_fs_pwd() set it",
+    ("path", "mnt"): "fs/file_table.c: alloc_file() and fs/fs_struct.c: set_fs_root()/set_fs_pwd() set it",
+    ("dentry", "d_sb"): "fs/dcache.c: __d_alloc() sets it",
+    ("dentry", "d_parent"): "fs/dcache.c: __d_alloc() sets it (a root's is itself)",
+    ("inode", "i_sb"): "fs/inode.c: inode_init_always() sets it",
+    ("mm_struct", "pgd"): "kernel/fork.c: mm_init() -> mm_alloc_pgd(); freed only by __mmdrop()",
+    ("files_struct", "fdt"): "fs/file.c: dup_fd() sets it; init_files' is &init_files.fdtab",
+    ("fdtable", "fd"): "fs/file.c: alloc_fdtable() fails without it",
+    ("fdtable", "open_fds"): "fs/file.c: alloc_fdtable() fails without it",
+    ("fdtable", "close_on_exec"): "fs/file.c: alloc_fdtable() fails without it",
+    ("upid", "ns"): "kernel/pid.c: alloc_pid() sets numbers[i].ns for every level up to pid->level",
+    ("vfsmount", "mnt_root"): "fs/namespace.c: vfs_create_mount() and clone_mnt() set it",
+    ("vfsmount", "mnt_sb"): "fs/namespace.c: vfs_create_mount() and clone_mnt() set it",
+    ("mount", "mnt_parent"): "fs/namespace.c: vfs_create_mount() and clone_mnt() set it (itself until attached)",
+    ("tty_struct", "driver"): "drivers/tty/tty_io.c: alloc_tty_struct() sets it",
+}
+
+#: Checked rules that are not NULLs, by name; the walker named in each checks it.
+INVARIANTS: dict[str, Invariant] = {
+    i.name: i
+    for i in (
+        Invariant(
+            "pid.level",
+            "at most MAX_PID_NS_LEVEL (32)",
+            "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper (kernel/task/pid.py)",
+        ),
+        Invariant(
+            "pid_namespace.level",
+            "at most MAX_PID_NS_LEVEL (32)",
+            "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper (kernel/task/pid.py)",
+        ),
+        Invariant(
+            "dentry.d_sb of a mount",
+            "a dentry reached below a mount belongs to the mount's super block",
+            "fs/namespace.c: a vfsmount's mnt_root is a dentry of mnt_sb, and d_alloc() gives a child "
+            "its parent's d_sb (kernel/fs/dcache.py)",
+        ),
+        Invariant(
+            "dentry.d_name",
+            "a component below a root is not empty and holds no '/'",
+            "fs/namei.c: lookups split paths at '/' and refuse empty names; d_alloc_pseudo() names "
+            "are the exception, and are not below a root (kernel/fs/dcache.py)",
+        ),
+    )
+}
+
+
+def broken(name: str, where: str, found: str) -> GuestDataError:
+    """The error for a guest that breaks invariant `name`: `where` names the object
+    ("struct pid at 0x..."), `found` what it holds."""
+    inv = INVARIANTS[name]
+    return GuestDataError(f"{where}: {found}, but in every kernel {inv.name} is {inv.rule} ({inv.source})")
+
+
+def null_member(struct: str, member: str, address: int) -> GuestDataError:
+    """The error for a NULL `member` of the `struct` at `address` that `NEVER_NULL` lists."""
+    return GuestDataError(
+        f"struct {struct} at 0x{address:x} has a NULL {member}, which no kernel's has ({NEVER_NULL[(struct, member)]})"
+    )
