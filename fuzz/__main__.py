@@ -30,6 +30,7 @@ from .hostpaths import Paths
 from .inputs import Inputs
 from .isf import Isf
 from .mountns import MountNamespaces
+from .nulls import Nulls
 from .runtimes import Runtimes
 from .signals import Signals
 from .structures import Structures
@@ -40,6 +41,7 @@ FAMILIES = {
     "containers-kdump": lambda rec, work: Containers(rec, work, "kdump"),
     "structures": Structures,
     "evidence": Evidence,
+    "nulls": Nulls,
     "terminal": Terminal,
     "isf": Isf,
     "paths": Paths,

@@ -22,6 +22,7 @@ from ovm_offline.kernel.core.ktypes import (
     StructType,
     alignment_of,
 )
+from ovm_offline.kernel.core.objects import Pointer
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.mm.mmap import for_each_vma
 from ovm_offline.kernel.task.tasks import find_task, process_tree, thread_group
@@ -44,7 +45,8 @@ def kernel_objects(prog, root_pid: int) -> list[Target]:
 
     def add(what: str, obj) -> None:
         try:
-            struct = obj.deref() if hasattr(obj, "deref") else obj
+            # a Struct's attributes are its members: hasattr(task, "deref") would read guest memory
+            struct = obj.deref() if isinstance(obj, Pointer) else obj
             if struct.address_ not in found:
                 found[struct.address_] = Target(what, struct.address_, struct.type_)
         except Exception:  # noqa: BLE001 - an object this kernel lacks or leaves NULL
@@ -57,6 +59,7 @@ def kernel_objects(prog, root_pid: int) -> list[Target]:
             add(f"thread_pid of TID {int(thread.pid)}", thread.thread_pid)
             add(f"pending signals of TID {int(thread.pid)}", thread.pending)
         add(f"shared pending signals of PID {pid}", task.signal.shared_pending)
+        add(f"controlling tty of PID {pid}", task.signal.tty)
         for name in ("mm", "files", "fs", "signal", "sighand", "cred", "nsproxy"):
             add(f"{name} of PID {pid}", getattr(task, name))
         if task.mm:

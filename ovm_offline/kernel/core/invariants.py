@@ -50,7 +50,6 @@ NEVER_NULL: dict[tuple[str, str], str] = {
         "cgroups",
     ): "kernel/cgroup/cgroup.c: cgroup_fork() sets &init_css_set, cgroup_post_fork() the parent's",
     ("cred", "user_ns"): "kernel/cred.c: init_cred's is &init_user_ns; prepare_creds() copies a reference",
-    ("cred", "user"): "kernel/cred.c: init_cred's is INIT_USER; prepare_creds() copies a reference",
     ("cred", "group_info"): "kernel/cred.c: init_cred's is &init_groups; prepare_creds() copies a reference",
     **{
         ("nsproxy", member): "kernel/nsproxy.c: init_nsproxy and create_new_namespaces() set every member "

@@ -1,0 +1,104 @@
+"""The kernel's invariants (kernel/core/invariants.py) on real recordings: a pointer that no
+live kernel object holds NULL, set to NULL in guest memory, is refused by its row's name,
+never taken for "absent" (issues 33 and 34)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from corpus import kernels
+from fuzz.harness import digest_tree
+from fuzz.nulls import Nulls, never_null_members
+from ovm_offline import dump as dumping
+from ovm_offline import inventory, sources
+from ovm_offline.errors import GuestDataError
+from ovm_offline.kernel.core.invariants import INVARIANTS, NEVER_NULL, broken
+from ovm_offline.kernel.core.ktypes import PointerType
+from ovm_offline.kernel.task.tasks import find_task
+from tests.support.memory import FakeKernelMemory
+from tests.support.mutate import PatchedSource
+
+#: Workloads every kernel's CI share records: a process tree, and a program on a pty
+WORKLOADS = ("pipetree", "ptyprog")
+#: Named refusals enough for a row (the fuzz family `nulls` tries every object)
+PER_ROW = 3
+
+
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_every_row_names_a_pointer_member_of_the_kernel(kernel):
+    """A row whose struct or member this kernel lacks must be one that later or earlier
+    kernels add (nsproxy.time_ns since 5.6), never a typo: each names a pointer somewhere."""
+    symbols = FakeKernelMemory(kernel).prog.symbols
+    for owner, member in NEVER_NULL:
+        struct = symbols.struct_type(owner)
+        if struct.has_member(member):
+            assert isinstance(struct.member(member).type, PointerType), (owner, member)
+        else:
+            assert (owner, member) == ("nsproxy", "time_ns"), f"{owner}.{member} is in no struct {owner}"
+
+
+def test_each_rule_is_named_with_its_source():
+    for name, inv in INVARIANTS.items():
+        assert name == inv.name and inv.rule and "/" in inv.source
+        assert name in str(broken(name, "struct x at 0x1", "it holds 2"))
+    assert all(source.count("/") >= 1 for source in NEVER_NULL.values())
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("kernel", list(kernels.KERNELS))
+def test_null_where_no_kernel_has_one_is_refused_by_name(kernel, recording, tmp_path, caplog):
+    """Each NEVER_NULL member of objects `ps` and a dump of the root read (PID 1's task, which
+    the tree's check reads for every other process, first) set to NULL: the dump refuses
+    naming the row, or `ps` warns naming it, or neither read it and the images are the same.
+    Every row is named at least once."""
+    named: dict[tuple[str, str], int] = {}
+    for workload in WORKLOADS:
+        rec = recording(kernel, workload)
+        family = Nulls(rec, tmp_path)
+        with sources.open_source(rec.elf) as source:
+            prog = inventory.open_kernel(source)
+            init = find_task(prog, 1)
+            cases = [(f"{row[0]}.{row[1]}", row, init.address_ + off) for _, off, row in never_null_members(init.type_)]
+            baseline = _dump_digest(source, prog, family.pid, tmp_path / "base")
+        cases += [(f"{t.what}: {name}", _row_of(t.type, name), address) for t, name, address in family.cases]
+        for what, row, address in cases:
+            if named.get(row, 0) >= PER_ROW:
+                continue
+            message = f"struct {row[0]} at 0x"
+            source = PatchedSource(sources.open_source(rec.elf))
+            try:
+                prog = inventory.open_kernel(source)
+                source.patch_virtual(prog, address, bytes(8))
+                caplog.clear()
+                try:
+                    with caplog.at_level(logging.WARNING):
+                        problems = [p for proc in inventory.list_processes(prog) for p in proc.problems]
+                    digest = _dump_digest(source, prog, family.pid, tmp_path / "out")
+                except GuestDataError as e:
+                    assert message in str(e) and f"has a NULL {row[1]}, which no kernel's has" in str(e), (what, e)
+                    named[row] = named.get(row, 0) + 1
+                    continue
+                warned = [p for p in problems + caplog.messages if f"has a NULL {row[1]}, which no kernel" in p]
+                assert warned or digest == baseline, f"{what}: NULL changed the images without a word"
+                named[row] = named.get(row, 0) + bool(warned)
+            finally:
+                source.base.close()
+    symbols = FakeKernelMemory(kernel).prog.symbols
+    present = {(o, m) for o, m in NEVER_NULL if symbols.struct_type(o).has_member(m)}
+    assert present - set(named) == set()
+
+
+def _row_of(struct, name: str) -> tuple[str, str]:
+    return next(row for n, _, row in never_null_members(struct) if n == name)
+
+
+def _dump_digest(source, prog, pid: int, out: Path) -> str:
+    try:
+        dumping.dump(source, prog, pid, out)
+        return digest_tree(out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
