@@ -257,7 +257,9 @@ def test_bogus_fd_array(fake):
 
 def test_null_fd_array(fake):
     files = fake.files(64, {1: 1}, array=0)
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "has a NULL fd, which no kernel")
+    raises_one_line(
+        lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "has a NULL fd, which no kernel"
+    )
 
 
 def test_bogus_open_fds_bitmap(fake):
@@ -267,7 +269,9 @@ def test_bogus_open_fds_bitmap(fake):
 
 def test_null_fdtable(fake):
     files = fake.alloc("files_struct")
-    raises_one_line(lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "has a NULL fdt, which no kernel")
+    raises_one_line(
+        lambda: extract_files(fake.prog, task_of(fake, files), None, classify), "has a NULL fdt, which no kernel"
+    )
 
 
 def test_bogus_file_pointer(fake):
@@ -281,7 +285,9 @@ def test_file_without_inode(fake):
     f = fake.file(0)
     files = fake.files(64, {0: f})
     raises_one_line(
-        lambda: extract_files(fake.prog, task_of(fake, files, pid=555), None, classify), "pid 555", "has a NULL f_inode, which no kernel"
+        lambda: extract_files(fake.prog, task_of(fake, files, pid=555), None, classify),
+        "pid 555",
+        "has a NULL f_inode, which no kernel",
     )
 
 

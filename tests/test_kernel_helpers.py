@@ -145,7 +145,9 @@ def test_impossible_pid_level(fake):
     spid = fake.pid([(5, init_ns)])
     fake.set(spid, "pid", "level", 1000)
     t = fake.prog.struct("task_struct", fake.task(5, 5, spid))
-    with pytest.raises(GuestDataError, match="its level is 1000, but in every kernel pid.level is at most MAX_PID_NS_LEVEL"):
+    with pytest.raises(
+        GuestDataError, match="its level is 1000, but in every kernel pid.level is at most MAX_PID_NS_LEVEL"
+    ):
         task_ns_pid(t)
 
 
