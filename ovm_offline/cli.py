@@ -129,7 +129,8 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     from . import inventory
 
     with opened_source(source, live, qmp, mem, vcpu_state) as src:
-        procs = inventory.list_processes(open_guest_kernel(src, symbol_dirs))
+        listing = inventory.read_process_list(open_guest_kernel(src, symbol_dirs))
+    procs = listing.processes
     for p in procs:
         for problem in dict.fromkeys(p.problems):  # the row is shown with what could be read
             click.echo(printable(f"ovm-offline: warning: PID {p.pid} ({p.comm}): {problem}"), err=True)
@@ -146,6 +147,8 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
         print_tree(procs)
     else:
         print_table([ps_row(p) for p in procs], PS_COLUMNS)
+    if listing.cut is not None:  # what was read is shown; the exit code says the list is incomplete
+        raise listing.cut
 
 
 # --- dump ------------------------------------------------------------------------------------

@@ -257,24 +257,47 @@ def matches_container(p: ProcessInfo, wanted: str) -> bool:
 def list_processes(prog: Program) -> list[ProcessInfo]:
     """Every process of the guest (thread-group leaders on init_task.tasks), in list order.
 
-    Raises GuestDataError if the task list itself cannot be walked; a process whose
-    optional details (namespaces, cgroup, credentials) cannot be read is still
-    listed, with the reasons in `problems`."""
+    Raises GuestDataError (or UnreadablePageError) if the task list itself cannot be walked
+    to its end; a process whose optional details (namespaces, cgroup, credentials) cannot be
+    read is still listed, with the reasons in `problems`."""
+    listing = read_process_list(prog)
+    if listing.cut is not None:
+        raise listing.cut
+    return listing.processes
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessListing:
+    processes: list[ProcessInfo]  # in task-list order, up to where the walk stopped
+    cut: GuestDataError | UnreadablePageError | None  # what stopped it before the list's end
+
+
+def read_process_list(prog: Program) -> ProcessListing:
+    """The processes `list_processes` gives, and when the task list cannot be walked to its
+    end (a page of it unreadable, a broken link), those before the break and what broke it:
+    what `ps` shows a responder before it names the rest as unread."""
     try:
         current = cpu_curr_tasks(prog)
     except (*_NOT_READ, SymbolError):
         current = {}  # which task runs where is a detail: the processes are still listed
-    raw = [_process_info(prog, task, current) for task in for_each_process(prog)]
+    raw, cut = [], None
+    try:
+        for task in for_each_process(prog):
+            raw.append(_process_info(prog, task, current))
+    except _NOT_READ as e:
+        after = f"after PID {raw[-1][0].pid} ({raw[-1][0].comm})" if raw else "at its start"
+        cut = type(e)(f"the task list is cut {after}: {e}")
     try:
         init_pidns = pid_ns_inum(prog["init_pid_ns"])
     except (*_NOT_READ, SymbolError):
         init_pidns = PROC_PID_INIT_INO
     ids = container_ids(raw, init_pidns)
     runc = _runc_ids_by_container(prog, [p.pid for p, _ in raw], ids)
-    return [
+    processes = [
         dataclasses.replace(p, container=c, runtime_id=runtime_id(_container_cgroup(c)) or runc.get(c))
         for (p, _), c in zip(raw, ids, strict=True)
     ]
+    return ProcessListing(processes, cut)
 
 
 def _runc_ids_by_container(prog: Program, pids: list[int], containers: list[str | None]) -> dict[str | None, str]:

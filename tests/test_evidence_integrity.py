@@ -4,6 +4,7 @@ is named, and no image is written; never read as zeros or as another page."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -72,6 +73,34 @@ def test_a_damaged_kdump_page_descriptor_is_named_and_nothing_is_written(recordi
         assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.kdump"]  # nothing, not even partial
 
 
+def test_ps_lists_the_processes_before_an_unreadable_page_of_the_task_list(recording, tmp_path):
+    """The page holding the root's list_head on the task list made unreadable: `ps` shows every
+    process before it, then names the cut and the page in one line, with the source's code."""
+    rec = recording("6.1", "counter")
+    pid = rec.manifest["root_pid"]
+    kdump = tmp_path / "damaged.kdump"
+    shutil.copyfile(rec.kdumps["kdump-zlib"], kdump)
+    with sources.open_source(kdump) as source:
+        prog = inventory.open_kernel(source)
+        before = [p.pid for p in inventory.list_processes(prog)]
+        task = find_task(prog, pid)
+        pfn = prog.translate(task.member_address_("tasks")) // 4096
+        image = source.image
+        logical = image.desc_offset + image.dumped.rank(pfn) * PAGE_DESC.size
+        (where, _), *_ = image.layout.container_pieces(logical, PAGE_DESC.size)
+    with open(kdump, "r+b") as f:
+        f.seek(where)
+        offset, _size, flags, page_flags = PAGE_DESC.unpack(f.read(PAGE_DESC.size))
+        f.seek(where)
+        f.write(PAGE_DESC.pack(offset, 0, flags, page_flags))
+    result = _run("ps", str(kdump), "--json")
+    assert_one_line_failure(result, "the task list is cut after PID ", f"corrupt page descriptor for pfn {pfn:#x}")
+    assert result.returncode == ExitCode.SOURCE
+    shown = [json.loads(line)["pid"] for line in result.stdout.splitlines()]
+    assert shown and shown == before[: len(shown)] and pid not in shown
+    assert f"after PID {shown[-1]} (" in result.stderr
+
+
 def test_a_pt_load_moved_over_the_first_16_mib_of_ram_is_named(recording, tmp_path):
     """The 16 MiB segment QEMU writes for VGA memory moved to guest-physical 0 would be read
     as the kernel's first 16 MiB: every process's namespaces, and more, read from it."""
@@ -123,8 +152,12 @@ def _init_pid_ns_level(prog, task) -> int:
 @pytest.mark.parametrize(
     "where, value, said",
     [
-        (_cred_user_ns, bytes(8), "has a NULL user_ns, which no kernel's cred has"),
-        (_init_pid_ns_level, b"\xff\xff\xff\xff", "has level 4294967295, beyond the kernel's 32"),
+        (_cred_user_ns, bytes(8), "has a NULL user_ns, which no kernel's has (kernel/cred.c:"),
+        (
+            _init_pid_ns_level,
+            b"\xff\xff\xff\xff",
+            "its level is 4294967295, which breaks the kernel's invariant pid_namespace.level: at most MAX_PID_NS_LEVEL",
+        ),
         (_nsproxy_net_ns, bytes(8), "has a NULL net_ns, which no kernel's has"),
     ],
     ids=["null-cred-user-ns", "absurd-pid-ns-level", "null-net-ns"],
@@ -161,8 +194,11 @@ def _name_with_a_slash(prog, task) -> tuple[int, bytes]:
 @pytest.mark.parametrize(
     "where, said",
     [
-        (_dentry_of_another_mount, "its mount of 0x"),
-        (_name_with_a_slash, "below its root is named 'count/r.log', which no directory entry is"),
+        (_dentry_of_another_mount, "which breaks the kernel's invariant dentry.d_sb of a mount"),
+        (
+            _name_with_a_slash,
+            "below its root: is named 'count/r.log', which breaks the kernel's invariant dentry.d_name",
+        ),
     ],
     ids=["dentry-of-another-mount", "name-with-a-slash"],
 )

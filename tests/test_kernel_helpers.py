@@ -146,7 +146,8 @@ def test_impossible_pid_level(fake):
     fake.set(spid, "pid", "level", 1000)
     t = fake.prog.struct("task_struct", fake.task(5, 5, spid))
     with pytest.raises(
-        GuestDataError, match="its level is 1000, but in every kernel pid.level is at most MAX_PID_NS_LEVEL"
+        GuestDataError,
+        match="its level is 1000, which breaks the kernel's invariant pid.level: at most MAX_PID_NS_LEVEL",
     ):
         task_ns_pid(t)
 

@@ -75,31 +75,31 @@ NEVER_NULL: dict[tuple[str, str], str] = {
     ("tty_struct", "driver"): "drivers/tty/tty_io.c: alloc_tty_struct() sets it",
 }
 
-#: Checked rules that are not NULLs, by name; the walker named in each checks it.
+#: Checked rules that are not NULLs, by name; the walker that reads the value checks it.
 INVARIANTS: dict[str, Invariant] = {
     i.name: i
     for i in (
         Invariant(
             "pid.level",
             "at most MAX_PID_NS_LEVEL (32)",
-            "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper (kernel/task/pid.py)",
+            "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper",
         ),
         Invariant(
             "pid_namespace.level",
             "at most MAX_PID_NS_LEVEL (32)",
-            "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper (kernel/task/pid.py)",
+            "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper",
         ),
         Invariant(
             "dentry.d_sb of a mount",
             "a dentry reached below a mount belongs to the mount's super block",
             "fs/namespace.c: a vfsmount's mnt_root is a dentry of mnt_sb, and d_alloc() gives a child "
-            "its parent's d_sb (kernel/fs/dcache.py)",
+            "its parent's d_sb",
         ),
         Invariant(
             "dentry.d_name",
             "a component below a root is not empty and holds no '/'",
             "fs/namei.c: lookups split paths at '/' and refuse empty names; d_alloc_pseudo() names "
-            "are the exception, and are not below a root (kernel/fs/dcache.py)",
+            "are the exception, and are not below a root",
         ),
     )
 }
@@ -109,7 +109,9 @@ def broken(name: str, where: str, found: str) -> GuestDataError:
     """The error for a guest that breaks invariant `name`: `where` names the object
     ("struct pid at 0x..."), `found` what it holds."""
     inv = INVARIANTS[name]
-    return GuestDataError(f"{where}: {found}, but in every kernel {inv.name} is {inv.rule} ({inv.source})")
+    return GuestDataError(
+        f"{where}: {found}, which breaks the kernel's invariant {inv.name}: {inv.rule} ({inv.source})"
+    )
 
 
 def null_member(struct: str, member: str, address: int) -> GuestDataError:
