@@ -131,6 +131,8 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     with opened_source(source, live, qmp, mem, vcpu_state) as src:
         listing = inventory.read_process_list(open_guest_kernel(src, symbol_dirs))
     procs = listing.processes
+    for unread in listing.unread:
+        click.echo(printable(f"ovm-offline: warning: {unread}"), err=True)
     for p in procs:
         for problem in dict.fromkeys(p.problems):  # the row is shown with what could be read
             click.echo(printable(f"ovm-offline: warning: PID {p.pid} ({p.comm}): {problem}"), err=True)

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from .errors import GuestDataError, SymbolError, UnreadablePageError
 from .extract.runtimes import runc_container_ids
 from .kernel.core.identify import open_kernel as _open_kernel
+from .kernel.core.invariants import broken
 from .kernel.core.memory import Program
 from .kernel.cpu.percpu import cpu_curr_tasks
 from .kernel.ns.cgroup import task_cgroup_path
@@ -57,6 +58,7 @@ from .kernel.task.tasks import (
     task_ppid,
     task_state,
     task_uid,
+    thread_group,
 )
 from .sources.base import PhysicalSource
 
@@ -122,9 +124,6 @@ def _process_info(prog: Program, task, current: dict[int, int]) -> tuple[Process
     `current` maps the task current on each CPU to that CPU."""
     problems: list[str] = []
     pid = task.pid
-    threads = list(for_each_thread(task))
-    tids = tuple(t.pid for t in threads)
-    on_cpu = tuple((t.pid, current[t.address_]) for t in threads if t.address_ in current)
 
     def soft(what: str, fn, default=None):
         # Optional details of one process must not hide every other process.
@@ -133,6 +132,12 @@ def _process_info(prog: Program, task, current: dict[int, int]) -> tuple[Process
         except _NOT_READ as e:
             problems.append(f"{what}: {e}")
             return default
+
+    # a thread list that breaks an invariant is shown as it is, with the warning: hiding the
+    # process would show the forged view
+    threads = soft("threads", lambda: thread_group(task)) or list(for_each_thread(task))
+    tids = tuple(t.pid for t in threads)
+    on_cpu = tuple((t.pid, current[t.address_]) for t in threads if t.address_ in current)
 
     pidns = soft("pid namespace", lambda: task_active_pid_ns(task))
     pidns_inum = soft("pid namespace", lambda: pid_ns_inum(pidns)) if pidns is not None else None
@@ -270,6 +275,7 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
 class ProcessListing:
     processes: list[ProcessInfo]  # in task-list order, up to where the walk stopped
     cut: GuestDataError | UnreadablePageError | None  # what stopped it before the list's end
+    unread: list[str]  # processes on the list that could not be shown at all, and why
 
 
 def read_process_list(prog: Program) -> ProcessListing:
@@ -280,13 +286,24 @@ def read_process_list(prog: Program) -> ProcessListing:
         current = cpu_curr_tasks(prog)
     except (*_NOT_READ, SymbolError):
         current = {}  # which task runs where is a detail: the processes are still listed
-    raw, cut = [], None
-    try:
-        for task in for_each_process(prog):
+    raw: list[tuple[ProcessInfo, int | None]] = []
+    unread: list[str] = []
+    cut = None
+    walk = for_each_process(prog)
+    while True:
+        try:
+            task = next(walk)
+        except StopIteration:
+            break
+        except _NOT_READ as e:
+            after = f"after PID {raw[-1][0].pid} ({raw[-1][0].comm})" if raw else "at its start"
+            cut = type(e)(f"the task list is cut {after}: {e}")
+            break
+        try:  # a process whose own fields or thread list cannot be read hides no other process
             raw.append(_process_info(prog, task, current))
-    except _NOT_READ as e:
-        after = f"after PID {raw[-1][0].pid} ({raw[-1][0].comm})" if raw else "at its start"
-        cut = type(e)(f"the task list is cut {after}: {e}")
+        except _NOT_READ as e:
+            unread.append(f"the process at task_struct 0x{task.address_:x} could not be read: {e}")
+    raw = _flag_shared_pids(raw)
     try:
         init_pidns = pid_ns_inum(prog["init_pid_ns"])
     except (*_NOT_READ, SymbolError):
@@ -297,7 +314,25 @@ def read_process_list(prog: Program) -> ProcessListing:
         dataclasses.replace(p, container=c, runtime_id=runtime_id(_container_cgroup(c)) or runc.get(c))
         for (p, _), c in zip(raw, ids, strict=True)
     ]
-    return ProcessListing(processes, cut)
+    return ProcessListing(processes, cut, unread)
+
+
+def _flag_shared_pids(raw: list[tuple[ProcessInfo, int | None]]) -> list[tuple[ProcessInfo, int | None]]:
+    """Each process with a thread whose pid another listed process's thread has gets the broken
+    invariant as a problem (which of them is the forged one, the listing cannot tell)."""
+    holders: dict[int, list[int]] = {}
+    for p, _ in raw:
+        for tid in p.tids:
+            holders.setdefault(tid, []).append(p.pid)
+    out = []
+    for p, outer in raw:
+        shared = [tid for tid in p.tids if len(holders[tid]) > 1]
+        if shared:
+            others = sorted({o for tid in shared for o in holders[tid]} - {p.pid}) or [p.pid]
+            problem = str(broken("task_struct.pid unique", f"TID {shared[0]}", f"is also a thread of PID {others[0]}"))
+            p = dataclasses.replace(p, problems=(*p.problems, problem))
+        out.append((p, outer))
+    return out
 
 
 def _runc_ids_by_container(prog: Program, pids: list[int], containers: list[str | None]) -> dict[str | None, str]:

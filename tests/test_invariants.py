@@ -5,6 +5,7 @@ never taken for "absent" (issues 33 and 34)."""
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -102,3 +103,43 @@ def _dump_digest(source, prog, pid: int, out: Path) -> str:
         return digest_tree(out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def _forge_pid_and_tgid(prog, task, pid: int, tgid: int) -> list[tuple[int, bytes]]:
+    return [
+        (task.member_address_("pid"), pid.to_bytes(4, "little", signed=True)),
+        (task.member_address_("tgid"), tgid.to_bytes(4, "little", signed=True)),
+    ]
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize(
+    "pid, tgid, invariant, flagged",
+    [
+        (10005, 10004, "task_struct.tgid", {10005}),
+        (10004, 10004, "task_struct.pid unique", {10004}),
+        (-5, -5, "task_struct.pid", {-5}),
+    ],
+    ids=["tgid-not-the-leaders-pid", "pid-of-another-process", "negative-pid"],
+)
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_forged_pid_is_named_by_ps_and_refused_by_dump(kernel, recording, tmp_path, pid, tgid, invariant, flagged):
+    """A child of pipetree's root (10005) given another pid or tgid, as a rootkit rewrites one:
+    `ps` still shows it, with the broken invariant as a warning on each process it concerns,
+    and `dump` of the tree refuses by the invariant's name."""
+    rec = recording(kernel, "pipetree")
+    root = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        for address, value in _forge_pid_and_tgid(prog, find_task(prog, 10005), pid, tgid):
+            source.patch_virtual(prog, address, value)
+        prog = inventory.open_kernel(source)
+        listing = inventory.read_process_list(prog)
+        assert listing.cut is None and not listing.unread
+        said = f"which breaks the kernel's invariant {invariant}:"
+        warned = {p.pid for p in listing.processes if any(said in problem for problem in p.problems)}
+        assert flagged <= warned and warned <= flagged | {10004}, warned
+        assert 10006 in {p.pid for p in listing.processes}  # the others are still shown
+        with pytest.raises(GuestDataError, match=re.escape(said)):
+            dumping.dump(source, prog, root, tmp_path / "images")
+    assert not (tmp_path / "images").exists()

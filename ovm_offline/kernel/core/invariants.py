@@ -90,6 +90,24 @@ INVARIANTS: dict[str, Invariant] = {
             "kernel/pid_namespace.c: create_pid_namespace() refuses to nest deeper",
         ),
         Invariant(
+            "task_struct.pid",
+            "positive for every task on the task list or a thread list",
+            "kernel/fork.c: copy_process() lists only tasks with a pid (idle tasks, pid 0, are on no list);"
+            " kernel/pid.c: alloc_pid() gives 1..pid_max",
+        ),
+        Invariant(
+            "task_struct.tgid",
+            "the leader's pid, for the leader and each of its threads",
+            "kernel/fork.c: copy_process() sets a thread's tgid to its leader's and a process's to its"
+            " pid; fs/exec.c: de_thread() swaps leader and pid under tasklist_lock",
+        ),
+        Invariant(
+            "task_struct.pid unique",
+            "no two tasks on the task list or in one tree have the same pid",
+            "kernel/pid.c: alloc_pid() takes a free number from the namespace's idr; it is freed only"
+            " after release_task() took the task off every list",
+        ),
+        Invariant(
             "dentry.d_sb of a mount",
             "a dentry reached below a mount belongs to the mount's super block",
             "fs/namespace.c: a vfsmount's mnt_root is a dentry of mnt_sb, and d_alloc() gives a child "

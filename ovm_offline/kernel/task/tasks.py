@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError, UnsupportedError
+from ..core.invariants import broken
 from ..core.objects import Pointer, Struct
 from ..core.paging import PAGE_SIZE, PageTables
 from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
@@ -66,16 +67,44 @@ def for_each_process(prog: Program, *, limit: int = DEFAULT_LIMIT) -> Iterator[S
 
 
 def thread_group(task: Struct) -> list[Struct]:
-    """Every thread of `task`'s thread group, checked against ``signal->nr_threads`` (which
-    the kernel changes together with the list): a list cut short is GuestDataError, not a
-    process with fewer threads."""
+    """Every thread of the thread group that `task` leads, checked against
+    ``signal->nr_threads`` (which the kernel changes together with the list): a list cut short
+    is GuestDataError, not a process with fewer threads. Each thread's pid must be positive and
+    its tgid the leader's pid (the invariants ``task_struct.pid`` and ``task_struct.tgid``)."""
+    pid, tgid = task.pid, task.tgid
+    _check_task_pid(task)
+    if tgid != pid:
+        raise broken("task_struct.tgid", f"PID {pid} (task_struct 0x{task.address_:x})", f"leads with tgid {tgid}")
     threads = list(for_each_thread(task))
-    signal = task.signal
-    if signal and signal.nr_threads != len(threads):
-        raise GuestDataError(
-            f"PID {task.pid} has nr_threads {signal.nr_threads} but {len(threads)} threads on its thread list"
-        )
+    for thread in threads:
+        _check_task_pid(thread)
+        if thread.tgid != tgid:
+            raise broken(
+                "task_struct.tgid",
+                f"TID {thread.pid} (task_struct 0x{thread.address_:x}) on PID {pid}'s thread list",
+                f"has tgid {thread.tgid}",
+            )
+    nr_threads = task.signal.nr_threads
+    if nr_threads != len(threads):
+        raise GuestDataError(f"PID {pid} has nr_threads {nr_threads} but {len(threads)} threads on its thread list")
     return threads
+
+
+def _check_unique_pid(seen: dict[int, int], task: Struct) -> None:
+    """Add `task` to `seen` (pid -> task_struct address); a pid already there, of another task,
+    breaks the invariant ``task_struct.pid unique``."""
+    other = seen.setdefault(task.pid, task.address_)
+    if other != task.address_:
+        raise broken(
+            "task_struct.pid unique",
+            f"PID {task.pid}",
+            f"is the pid of task_structs 0x{other:x} and 0x{task.address_:x}",
+        )
+
+
+def _check_task_pid(task: Struct) -> None:
+    if task.pid <= 0:
+        raise broken("task_struct.pid", f"task_struct 0x{task.address_:x} on a task list", f"has pid {task.pid}")
 
 
 def for_each_thread(task: Struct, *, limit: int = MAX_THREADS) -> Iterator[Struct]:
@@ -84,15 +113,8 @@ def for_each_thread(task: Struct, *, limit: int = MAX_THREADS) -> Iterator[Struc
     had both; very old ones only thread_group)."""
     prog = task.prog_
     if task.has_member_("thread_node"):
-        signal = task.signal
-        if not signal:
-            yield task  # a task that has already released its signal_struct
-            return
-        head = (
-            signal.member_address_("thread_head")
-            if isinstance(signal, Struct)
-            else int(signal) + prog.member_offset("signal_struct", "thread_head")
-        )
+        # never NULL (invariants.NEVER_NULL): exit keeps it until the task is freed
+        head = int(task.signal) + prog.member_offset("signal_struct", "thread_head")
         yield from list_for_each_entry(
             prog, "task_struct", head, "thread_node", name=f"thread_head of pid {task.pid}", limit=limit
         )
@@ -139,6 +161,7 @@ def process_tree(prog: Program, root: Struct) -> list[Struct]:
     threads (``task_struct.children``, oldest first), thread by thread, as CRIU reads
     /proc/PID/task/TID/children."""
     order, stack, seen = [], [root], set()
+    tids: dict[int, int] = {}  # pid -> task_struct of every thread in the tree
     while stack:
         task = stack.pop()
         if task.address_ in seen:
@@ -149,6 +172,7 @@ def process_tree(prog: Program, root: Struct) -> list[Struct]:
             raise GuestDataError(f"process tree below PID {root.pid} has more than {MAX_TREE} processes")
         children: list[Struct] = []
         for thread in thread_group(task):
+            _check_unique_pid(tids, thread)
             kids = list(
                 list_for_each_entry(
                     prog,
@@ -175,7 +199,9 @@ def process_tree(prog: Program, root: Struct) -> list[Struct]:
 def _check_no_child_missing(prog: Program, root: Struct, seen: set[int]) -> None:
     """Every process whose parent is in the tree was found through a children list: one
     reached only through the task list means a children list was cut short."""
+    leaders: dict[int, int] = {}
     for task in for_each_process(prog):
+        _check_unique_pid(leaders, task)
         if task.address_ not in seen and int(task.real_parent.group_leader) in seen and task.address_ != root.address_:
             raise GuestDataError(
                 f"PID {task.pid}'s parent PID {task.real_parent.pid} is in the tree below PID {root.pid},"
