@@ -19,6 +19,7 @@ from ovm_offline import inventory, sources
 from ovm_offline.errors import GuestDataError
 from ovm_offline.kernel.core.invariants import INVARIANTS, NEVER_NULL, broken
 from ovm_offline.kernel.core.ktypes import PointerType
+from ovm_offline.kernel.mm.mmap import for_each_vma, mm_page_tables, pages_anon
 from ovm_offline.kernel.task.tasks import find_task
 from tests.support.memory import FakeKernelMemory
 from tests.support.mutate import PatchedSource
@@ -142,4 +143,36 @@ def test_a_forged_pid_is_named_by_ps_and_refused_by_dump(kernel, recording, tmp_
         assert 10006 in {p.pid for p in listing.processes}  # the others are still shown
         with pytest.raises(GuestDataError, match=re.escape(said)):
             dumping.dump(source, prog, root, tmp_path / "images")
+    assert not (tmp_path / "images").exists()
+
+
+def _private_file_vma_with_a_cowed_page(prog, task):
+    """A private file mapping of `task` (its vm_file set, not VM_SHARED) that maps an
+    anonymous page: the data segment its program wrote to."""
+    pt = mm_page_tables(task.mm)
+    for vma in for_each_vma(task.mm):
+        if not vma.vm_file or vma.vm_flags & 0x8 or not vma.anon_vma:  # VM_SHARED
+            continue
+        for va in range(vma.vm_start, vma.vm_end, 4096):
+            pa = pt.translate(va)
+            if pa is not None and pages_anon(prog, pa >> 12, 1)[0]:
+                return vma
+    raise AssertionError("no private file mapping with a COW'd page")
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_cowed_page_in_a_vma_without_anon_vma_is_refused(kernel, recording, tmp_path):
+    """The data segment of pipetree's root (a private file mapping its program wrote to) with
+    its anon_vma NULLed: the COW'd pages would be left out as page cache, and the restored
+    process would read the file's bytes. The dump refuses, naming the invariant."""
+    rec = recording(kernel, "pipetree")
+    root = rec.manifest["root_pid"]
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        vma = _private_file_vma_with_a_cowed_page(prog, find_task(prog, root))
+        source.patch_virtual(prog, vma.member_address_("anon_vma"), bytes(8))
+        said = "which breaks the kernel's invariant vm_area_struct.anon_vma: set in every VMA that maps an anonymous"
+        with pytest.raises(GuestDataError, match=re.escape(said)):
+            dumping.dump(source, inventory.open_kernel(source), root, tmp_path / "images")
     assert not (tmp_path / "images").exists()

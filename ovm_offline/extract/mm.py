@@ -40,6 +40,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import GuestDataError, UnsupportedError
+from ..kernel.core.invariants import broken
 from ..kernel.core.objects import Struct
 from ..kernel.core.paging import PAGE_SIZE, PTE_PRESENT, NonPresent, Run
 from ..kernel.fs import dcache
@@ -134,6 +135,39 @@ def _anon_pieces(prog: Program, v: int, p: int, n: int) -> Iterator[tuple[int, i
         i = j
 
 
+def _mapped_pages(
+    prog: Program, pt, kvma: Struct, v: Vma, zero_pa: int, huge: tuple[int, int] | None, counters: _Counters
+) -> Iterator[tuple[int, int, int]]:
+    """The present pages of a VMA that CRIU saves: of a private file mapping only the anonymous
+    (COW'd) ones, which only a VMA with an anon_vma can hold (the invariant
+    ``vm_area_struct.anon_vma``: one without it that maps one is forged, and its pages would
+    be left out unsaid)."""
+    file_private = v.kind == "file"
+    no_anon_vma = file_private and not kvma.anon_vma
+    for item in pt.walk(v.start, v.end):
+        if isinstance(item, NonPresent):
+            if item.level > 1 and item.entry & PTE_PRESENT:
+                raise GuestDataError(
+                    f"page table of 0x{item.vaddr:x} (VMA 0x{v.start:x}-0x{v.end:x}) points outside guest memory"
+                )
+            counters.swapped += item.size // PAGE_SIZE
+            continue
+        for piece in _without_zero_pages(item, zero_pa, huge, counters):
+            if not prog.runs.contains(piece[1], piece[2]):
+                raise GuestDataError(f"user page 0x{piece[0]:x} maps physical 0x{piece[1]:x}, outside guest RAM")
+            if not file_private:
+                yield piece
+                continue
+            for anon in _anon_pieces(prog, *piece):
+                if no_anon_vma:
+                    raise broken(
+                        "vm_area_struct.anon_vma",
+                        f"VMA 0x{v.start:x}-0x{v.end:x} (a private file mapping, no anon_vma)",
+                        f"maps the anonymous page 0x{anon[1]:x} at 0x{anon[0]:x}",
+                    )
+                yield anon
+
+
 def _vdso_pages(prog: Program, pt, v: Vma, mm: Struct) -> Iterator[tuple[int, int, int]]:
     """Every page of the [vdso] VMA: mapped ones from the page tables, the others from
     the vDSO image (vdso_fault maps page i to image->data + i pages)."""
@@ -217,28 +251,7 @@ def select_pages(
         if v.kind == "vdso":
             found.extend(_vdso_pages(prog, pt, v, mm))
         else:
-            file_private = v.kind == "file"
-            if file_private and not kvma.anon_vma:
-                pass  # never written to: no COW'd page, nothing of CRIU's to save
-            else:
-                for item in pt.walk(v.start, v.end):
-                    if isinstance(item, NonPresent):
-                        if item.level > 1 and item.entry & PTE_PRESENT:
-                            raise GuestDataError(
-                                f"page table of 0x{item.vaddr:x} (VMA 0x{v.start:x}-0x{v.end:x})"
-                                f" points outside guest memory"
-                            )
-                        counters.swapped += item.size // PAGE_SIZE
-                        continue
-                    for piece in _without_zero_pages(item, zero_pa, huge, counters):
-                        if not prog.runs.contains(piece[1], piece[2]):
-                            raise GuestDataError(
-                                f"user page 0x{piece[0]:x} maps physical 0x{piece[1]:x}, outside guest RAM"
-                            )
-                        if file_private:
-                            found.extend(_anon_pieces(prog, *piece))
-                        else:
-                            found.append(piece)
+            found.extend(_mapped_pages(prog, pt, kvma, v, zero_pa, huge, counters))
         if criu_compat and idx == first_exec:
             found = _with_first_page(prog, pt, kvma, v, zero_pa, found)
         pages.extend(PageRun(va, pa, n, lazy) for va, pa, n in found)

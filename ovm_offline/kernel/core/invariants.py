@@ -108,6 +108,12 @@ INVARIANTS: dict[str, Invariant] = {
             " after release_task() took the task off every list",
         ),
         Invariant(
+            "vm_area_struct.anon_vma",
+            "set in every VMA that maps an anonymous page",
+            "mm/memory.c: do_anonymous_page(), do_cow_fault() and wp_page_copy() call"
+            " anon_vma_prepare() before they map one; kernel/events/uprobes.c likewise",
+        ),
+        Invariant(
             "dentry.d_sb of a mount",
             "a dentry reached below a mount belongs to the mount's super block",
             "fs/namespace.c: a vfsmount's mnt_root is a dentry of mnt_sb, and d_alloc() gives a child "
