@@ -16,7 +16,7 @@ from fuzz.harness import digest_tree
 from fuzz.nulls import Nulls, never_null_members
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
-from ovm_offline.errors import GuestDataError
+from ovm_offline.errors import GuestDataError, MomentError
 from ovm_offline.kernel.core.invariants import INVARIANTS, NEVER_NULL, broken
 from ovm_offline.kernel.core.ktypes import PointerType
 from ovm_offline.kernel.mm.mmap import for_each_vma, mm_page_tables, pages_anon
@@ -175,4 +175,38 @@ def test_a_cowed_page_in_a_vma_without_anon_vma_is_refused(kernel, recording, tm
         said = "which breaks the kernel's invariant vm_area_struct.anon_vma: set in every VMA that maps an anonymous"
         with pytest.raises(GuestDataError, match=re.escape(said)):
             dumping.dump(source, inventory.open_kernel(source), root, tmp_path / "images")
+    assert not (tmp_path / "images").exists()
+
+
+def _tk_sequence(prog) -> int:
+    seq = prog["tk_core"].seq
+    while seq.has_member_("seqcount"):
+        seq = seq.seqcount
+    return seq.member_address_("sequence")
+
+
+def _tkr_mono_shift(prog) -> int:
+    return prog["tk_core"].timekeeper.tkr_mono.member_address_("shift")
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize(
+    "where, value, error, said",
+    [
+        (_tk_sequence, 7, MomentError, "the kernel was updating its clocks at the pause"),
+        (_tkr_mono_shift, 200, GuestDataError, "the timekeeper's tkr_mono: has shift 200, which breaks the kernel's"),
+    ],
+    ids=["timekeeper-being-written", "absurd-clocksource-shift"],
+)
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_a_timekeeper_no_clock_could_give_is_not_read(kernel, recording, tmp_path, where, value, error, said):
+    """The clocks a dump saves (timers, time namespaces, TCP timestamps) come from the
+    timekeeper: one being written at the pause is a moment to take again (exit 8), one whose
+    shift no clocksource has is refused by the invariant's name; neither is read as a time."""
+    rec = recording(kernel, "counter")
+    with PatchedSource(sources.open_source(rec.elf)) as source:
+        prog = inventory.open_kernel(source)
+        source.patch_virtual(prog, where(prog), value.to_bytes(4, "little"))
+        with pytest.raises(error, match=re.escape(said)):
+            dumping.dump(source, inventory.open_kernel(source), rec.manifest["root_pid"], tmp_path / "images")
     assert not (tmp_path / "images").exists()

@@ -114,6 +114,16 @@ INVARIANTS: dict[str, Invariant] = {
             " anon_vma_prepare() before they map one; kernel/events/uprobes.c likewise",
         ),
         Invariant(
+            "tk_read_base.shift",
+            "at most 32",
+            "kernel/time/clocksource.c: clocks_calc_mult_shift() picks 1..32; fixed shifts (jiffies) are smaller",
+        ),
+        Invariant(
+            "tk_read_base.xtime_nsec",
+            "below NSEC_PER_SEC << shift once an update is complete",
+            "kernel/time/timekeeping.c: tk_normalize_xtime() carries whole seconds into xtime_sec",
+        ),
+        Invariant(
             "dentry.d_sb of a mount",
             "a dentry reached below a mount belongs to the mount's super block",
             "fs/namespace.c: a vfsmount's mnt_root is a dentry of mnt_sb, and d_alloc() gives a child "

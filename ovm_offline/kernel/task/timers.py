@@ -28,7 +28,7 @@ from ..cpu.percpu import nr_cpu_ids, per_cpu_address
 from ..cpu.regs import task_stack_from
 from ..ds.list import hlist_for_each_entry, list_for_each_entry
 from .pid import pid_nr_ns
-from .timekeeping import timekeeper
+from .timekeeping import timekeeper, tk_read_base_nsec
 
 __all__ = [
     "CLOCK_BOOTTIME",
@@ -77,16 +77,17 @@ INT_MAX = (1 << 31) - 1
 MAX_POSIX_TIMERS = 1 << 20
 
 
-def _tkr_now(tkr: Struct) -> int:
-    return tkr.base + (tkr.xtime_nsec >> tkr.shift)
+def _tkr_now(tk: Struct, which: str) -> int:
+    tkr = tk.member_(which)
+    return tkr.base + tk_read_base_nsec(tkr, which)
 
 
 def clock_now(prog: Program, clock_id: int) -> int:
     """The value in ns of clock `clock_id` as of the timekeeper's last update."""
     tk = timekeeper(prog)
     if clock_id == CLOCK_MONOTONIC_RAW:
-        return _tkr_now(tk.tkr_raw)
-    mono = _tkr_now(tk.tkr_mono)
+        return _tkr_now(tk, "tkr_raw")
+    mono = _tkr_now(tk, "tkr_mono")
     if clock_id in (CLOCK_MONOTONIC, CLOCK_MONOTONIC_COARSE):
         return mono
     if clock_id in (CLOCK_REALTIME, CLOCK_REALTIME_COARSE, CLOCK_REALTIME_ALARM):
