@@ -54,7 +54,7 @@ MEMBERS_BY_KIND: dict[str, str] = {
         "thread_struct.sp timekeeper.offs_boot timekeeper.offs_real timekeeper.xtime_sec "
         "timerfd_ctx.clockid timerfd_ctx.settime_flags timerfd_ctx.ticks timerfd_ctx.tintv "
         "timerqueue_node.expires timespec64.tv_nsec timespec64.tv_sec tk_read_base.base "
-        "tk_read_base.shift tk_read_base.xtime_nsec tty_driver.subtype tty_driver.type "
+        "tk_read_base.shift tk_read_base.xtime_nsec seqcount_t.sequence tty_driver.subtype tty_driver.type "
         "tty_struct.flags tty_struct.index unix_address.len unix_skb_parms.consumed upid.nr scm_fp_list.count "
         "vdso_image.size vm_area_struct.vm_end vm_area_struct.vm_flags vm_area_struct.vm_pgoff "
         "vm_area_struct.vm_start vm_struct.flags vm_struct.size winsize.ws_col winsize.ws_row "
@@ -274,6 +274,8 @@ MEMBERS_BY_KIND: dict[str, str] = {
     "struct timerqueue_node": "hrtimer.node",
     "struct timespec64": "timekeeper.wall_to_monotonic inode.i_atime inode.__i_atime inode.i_mtime inode.__i_mtime",
     "struct tk_read_base": "timekeeper.tkr_mono",
+    "struct seqcount_t": "seqcount_raw_spinlock_t.seqcount",
+    "struct seqcount_raw_spinlock_t": "tk_data.seq",
     "struct vfsmount": "mount.mnt",
     "struct winsize": "tty_struct.winsize",
     "union (unnamed)": "timerfd_ctx.t k_itimer.it ipv6_pinfo.rxopt",
@@ -304,5 +306,6 @@ MEMBER_PATHS_BY_KIND: dict[str, str] = {
     "struct alarm": "timerfd_ctx.t.alarm",
     "struct hrtimer": "timerfd_ctx.t.tmr k_itimer.it.real.timer",
     "struct timekeeper": "@tk_core.timekeeper",
+    "struct seqcount_raw_spinlock_t": "@tk_core.seq",
     "struct (unnamed)": "k_itimer.it.real ipv6_pinfo.rxopt.bits",
 }
