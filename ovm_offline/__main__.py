@@ -13,11 +13,15 @@ try:
     # before the CLI defines its dataclasses: their methods' compiled code from the user cache
     install_dataclass_code()
 except KeyboardInterrupt:
-    # Ctrl-C while `signal` itself loads (its enums take milliseconds): nothing is open yet
+    # Ctrl-C while `signal` itself loads (its enums take milliseconds): nothing is open yet.
+    # os._exit, not SystemExit: the interpreter remembers a KeyboardInterrupt raised during an
+    # import and, on a normal exit, kills itself with SIGINT (exit -2 after our message).
+    import os
     import sys
 
     sys.stderr.write("ovm-offline: interrupted\n")
-    raise SystemExit(130) from None
+    sys.stderr.flush()
+    os._exit(130)
 
 __all__ = ["main", "terminated"]
 
