@@ -413,6 +413,7 @@ MEMBER_TABLE_OF_FORMAT = {
     26: "91e38134e0224cd0",
     27: "f8c3bf2dcc4ec698",
     28: "47fba7efa6b50659",
+    29: "270cbaf0aa9717db",
 }
 
 
