@@ -20,7 +20,7 @@ from tests.support.mutate import PatchedSource
 
 from .harness import Mutation
 from .structures import Target, kernel_objects
-from .targets import ps_and_dump
+from .targets import PatchedMemoryFamily
 
 
 def never_null_members(struct: StructType) -> list[tuple[str, int, tuple[str, str]]]:
@@ -58,25 +58,15 @@ def mounts_read(prog, root_pid: int) -> list[Target]:
     return list(found.values())
 
 
-class Nulls:
+class Nulls(PatchedMemoryFamily):
     family = "nulls"
 
     def __init__(self, rec, work) -> None:
-        self.pid = rec.manifest["root_pid"]
-        self.path = rec.elf
-        self.out = work / "images"
+        super().__init__(rec, work)
         with sources.open_source(self.path) as source:
             prog = inventory.open_kernel(source)
             targets = kernel_objects(prog, self.pid) + mounts_read(prog, self.pid)
         self.cases = [(t, name, t.address + offset) for t in targets for name, offset, _ in never_null_members(t.type)]
-        self.source: PatchedSource | None = None
-
-    def operation(self) -> str:
-        source = self.source or PatchedSource(sources.open_source(self.path))
-        try:
-            return ps_and_dump(source, self.pid, self.out)
-        finally:
-            source.base.close()
 
     def mutation(self, rng: random.Random) -> Mutation:
         target, name, address = rng.choice(self.cases)
@@ -87,6 +77,3 @@ class Nulls:
             self.source = source
 
         return Mutation(self.family, f"{target.what}: {target.type.name}.{name} NULL", True, apply)
-
-    def after_case(self) -> None:
-        self.source = None

@@ -29,7 +29,7 @@ from ovm_offline.kernel.task.tasks import find_task, process_tree, thread_group
 from tests.support.mutate import PatchedSource
 
 from .harness import Mutation
-from .targets import ps_and_dump
+from .targets import PatchedMemoryFamily
 
 
 @dataclass
@@ -97,25 +97,15 @@ def _members(struct: StructType) -> list[tuple[str, int, object]]:
     return out
 
 
-class Structures:
+class Structures(PatchedMemoryFamily):
     family = "structures"
 
     def __init__(self, rec, work) -> None:
-        self.pid = rec.manifest["root_pid"]
-        self.path = rec.elf
-        self.out = work / "images"
+        super().__init__(rec, work)
         with sources.open_source(self.path) as source:
             prog = inventory.open_kernel(source)
             self.targets = kernel_objects(prog, self.pid)
             self.members = {id(t): _members(t.type) for t in self.targets}
-        self.source: PatchedSource | None = None
-
-    def operation(self) -> str:
-        source = self.source or PatchedSource(sources.open_source(self.path))
-        try:
-            return ps_and_dump(source, self.pid, self.out)
-        finally:
-            source.base.close()
 
     def mutation(self, rng: random.Random) -> Mutation:
         target = rng.choice(self.targets)
@@ -158,6 +148,3 @@ class Structures:
             self.source = source
 
         return Mutation(self.family, f"{target.what}: {target.type.name}.{name} {label}", structural, apply)
-
-    def after_case(self) -> None:
-        self.source = None

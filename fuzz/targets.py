@@ -13,6 +13,7 @@ from pathlib import Path
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.sources.base import PhysicalSource
+from tests.support.mutate import PatchedSource
 
 from .harness import digest_tree
 
@@ -38,3 +39,24 @@ def ps_and_dump(source: PhysicalSource, pid: int, out: Path, prog=None) -> str:
 def dump_file_fingerprint(path: Path, pid: int, out: Path) -> str:
     with sources.open_source(path) as source:
         return ps_and_dump(source, pid, out)
+
+
+class PatchedMemoryFamily:
+    """A family whose case rewrites the recording's guest memory (`self.source`, a
+    PatchedSource its mutation sets) and runs `ps` and the dump of the root over it."""
+
+    def __init__(self, rec, work: Path) -> None:
+        self.pid = rec.manifest["root_pid"]
+        self.path = rec.elf
+        self.out = work / "images"
+        self.source: PatchedSource | None = None
+
+    def operation(self) -> str:
+        source = self.source or PatchedSource(sources.open_source(self.path))
+        try:
+            return ps_and_dump(source, self.pid, self.out)
+        finally:
+            source.base.close()
+
+    def after_case(self) -> None:
+        self.source = None
