@@ -173,9 +173,11 @@ def test_cut_short_thread_and_children_lists_and_a_doubled_pid_are_bad_guest_dat
         return f"PID {pid} has nr_threads 2 but 1 threads"
 
     def pid_doubled(source, prog):
+        # pid and tgid both, as a forger keeps a leader consistent (a pid alone breaks tgid first)
         other = next(t for t in for_each_process(prog) if t.pid not in (1, pid) and t.mm)
-        source.patch_virtual(prog, other.address_ + prog.member_offset("task_struct", "pid"), pid.to_bytes(4, "little"))
-        return f"2 processes on the task list have PID {pid}"
+        for member in ("pid", "tgid"):
+            source.patch_virtual(prog, other.member_address_(member), pid.to_bytes(4, "little"))
+        return f"PID {pid}: is the pid of 2 processes .*, which breaks the kernel's invariant task_struct.pid unique"
 
     for mutate in (children_emptied, nr_threads_raised, pid_doubled):
         _assert_refused(rec, mutate, GuestDataError, tmp_path / "images")

@@ -151,7 +151,7 @@ def find_process(prog: Program, pid: int) -> Struct | None:
     found = [task for task in for_each_process(prog) if task.pid == pid]
     if len(found) > 1:
         where = ", ".join(f"0x{t.address_:x}" for t in found)
-        raise GuestDataError(f"{len(found)} processes on the task list have PID {pid} (task_structs {where})")
+        raise broken("task_struct.pid unique", f"PID {pid}", f"is the pid of {len(found)} processes ({where})")
     return found[0] if found else None
 
 
