@@ -263,11 +263,13 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
     """Every process of the guest (thread-group leaders on init_task.tasks), in list order.
 
     Raises GuestDataError (or UnreadablePageError) if the task list itself cannot be walked
-    to its end; a process whose optional details (namespaces, cgroup, credentials) cannot be
-    read is still listed, with the reasons in `problems`."""
+    to its end or a process on it cannot be read at all; a process whose optional details
+    (namespaces, cgroup, credentials, a thread list that breaks an invariant) cannot be read
+    is still listed, with the reasons in `problems`."""
     listing = read_process_list(prog)
-    if listing.cut is not None:
-        raise listing.cut
+    for error in (listing.cut, *listing.unread):
+        if error is not None:
+            raise error
     return listing.processes
 
 
@@ -275,7 +277,7 @@ def list_processes(prog: Program) -> list[ProcessInfo]:
 class ProcessListing:
     processes: list[ProcessInfo]  # in task-list order, up to where the walk stopped
     cut: GuestDataError | UnreadablePageError | None  # what stopped it before the list's end
-    unread: list[str]  # processes on the list that could not be shown at all, and why
+    unread: list[GuestDataError | UnreadablePageError]  # processes on it not shown at all, and why
 
 
 def read_process_list(prog: Program) -> ProcessListing:
@@ -287,7 +289,7 @@ def read_process_list(prog: Program) -> ProcessListing:
     except (*_NOT_READ, SymbolError):
         current = {}  # which task runs where is a detail: the processes are still listed
     raw: list[tuple[ProcessInfo, int | None]] = []
-    unread: list[str] = []
+    unread: list[GuestDataError | UnreadablePageError] = []
     cut = None
     walk = for_each_process(prog)
     while True:
@@ -302,7 +304,7 @@ def read_process_list(prog: Program) -> ProcessListing:
         try:  # a process whose own fields or thread list cannot be read hides no other process
             raw.append(_process_info(prog, task, current))
         except _NOT_READ as e:
-            unread.append(f"the process at task_struct 0x{task.address_:x} could not be read: {e}")
+            unread.append(type(e)(f"the process at task_struct 0x{task.address_:x} could not be read: {e}"))
     raw = _flag_shared_pids(raw)
     try:
         init_pidns = pid_ns_inum(prog["init_pid_ns"])
