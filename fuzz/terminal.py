@@ -18,12 +18,12 @@ from pathlib import Path
 
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
-from ovm_offline.cli import PS_COLUMNS, _PrintableFormatter
+from ovm_offline.cli import _PrintableFormatter
 from ovm_offline.criu.show import show_dir
 from ovm_offline.errors import OvmError
 from ovm_offline.kernel.fs.fdtable import for_each_file, task_files
 from ovm_offline.kernel.task.tasks import find_task, process_tree, thread_group
-from ovm_offline.listing import print_table, print_tree, ps_row
+from ovm_offline.listing import PS_COLUMNS, print_table, print_tree, ps_row
 from ovm_offline.terminal import printable
 from tests.support.mutate import PatchedSource
 

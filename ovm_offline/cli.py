@@ -4,8 +4,6 @@ input reach the user as one line and a non-zero exit status."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import logging
 import os
 import random
@@ -20,7 +18,7 @@ import click
 from . import sources
 from .__main__ import terminated
 from .errors import INTERRUPTING_SIGNALS, ExitCode, MomentError, OvmError, raised_by_an_interruption
-from .listing import print_table, print_tree, ps_row
+from .listing import show_listing
 from .terminal import ReaderGone, printable, printable_lines, say
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
@@ -104,8 +102,6 @@ def opened_source(
 
 # --- ps --------------------------------------------------------------------------------------
 
-PS_COLUMNS = ("PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", "COMM")
-
 
 @cli.command()
 @source_options
@@ -117,40 +113,34 @@ PS_COLUMNS = ("PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", 
     help="Only processes of this container: as the CONTAINER column shows it, or a runtime's id"
     " (docker, podman, containerd, CRI-O, runc: whole or its first 12 characters).",
 )
-def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel_threads, container) -> None:
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Compare every view the kernel keeps of its tasks (task list both ways, pid idrs, children"
+    " and thread lists, CPUs and run queues, pids held by files): list every process any view"
+    " holds, with the views that hold it, and name each disagreement (exit 4).",
+)
+def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel_threads, container, check) -> None:
     """List the guest's processes: PID, PPID, threads, state, the CPUs (vCPUs) its threads were
     on, PID inside its namespace, cgroup, container, command.
 
     \b
     ovm-offline ps guest.elf
     ovm-offline ps guest.kdump-zlib --tree
+    ovm-offline ps guest.elf --check
     ovm-offline ps --live --qmp /run/vm/qmp.sock --mem /dev/shm/vm-ram --json
     """
     from . import inventory
 
+    views = None
     with opened_source(source, live, qmp, mem, vcpu_state) as src:
-        listing = inventory.read_process_list(open_guest_kernel(src, symbol_dirs))
-    procs = listing.processes
-    for unread in listing.unread:
-        click.echo(printable(f"ovm-offline: warning: {unread}"), err=True)
-    for p in procs:
-        for problem in dict.fromkeys(p.problems):  # the row is shown with what could be read
-            click.echo(printable(f"ovm-offline: warning: PID {p.pid} ({p.comm}): {problem}"), err=True)
-    if no_kernel_threads:
-        procs = [p for p in procs if not p.kthread]
-    if container:
-        procs = [p for p in procs if inventory.matches_container(p, container)]
-    if as_json:
-        for p in procs:
-            d = dataclasses.asdict(p)
-            d["task_address"] = f"0x{p.task_address:x}"
-            say(json.dumps(d, sort_keys=True))
-    elif tree:
-        print_tree(procs)
-    else:
-        print_table([ps_row(p) for p in procs], PS_COLUMNS)
-    if listing.cut is not None:  # what was read is shown; the exit code says the list is incomplete
-        raise listing.cut
+        prog = open_guest_kernel(src, symbol_dirs)
+        if check:
+            checked = inventory.read_checked_process_list(prog)
+            listing, views = checked.listing, checked.views
+        else:
+            listing = inventory.read_process_list(prog)
+    show_listing(listing, views, as_json=as_json, tree=tree, no_kernel_threads=no_kernel_threads, container=container)
 
 
 # --- dump ------------------------------------------------------------------------------------
@@ -223,6 +213,12 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     help="With --live: how many moments to pause the guest at when one is refused only for what a thread"
     " was doing then (exit status 8); the guest runs on for a moment between them.",
 )
+@click.option(
+    "--accept-inconsistent-views",
+    is_flag=True,
+    help="Dump a tree the kernel's views of its tasks disagree about (see `ps --check`; refused otherwise):"
+    " the images directory then names each disagreement in ovm-offline-inconsistent-views.txt.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(
     source,
@@ -242,6 +238,7 @@ def dump(
     precopy,
     background,
     attempts,
+    accept_inconsistent_views,
     quiet,
 ) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
@@ -257,6 +254,7 @@ def dump(
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     ovm-offline dump guest.elf --pid 10000 --file-locks -D images/
     ovm-offline dump guest.elf --pid 10000 --ghost-limit 64M -D images/
+    ovm-offline dump guest.elf --pid 10000 --accept-inconsistent-views -D images/
     """
     from . import dump as dumping
 
@@ -267,6 +265,7 @@ def dump(
             raise click.UsageError("--attempts takes --live: a dump file holds one moment")
         attempts = 1
     options = dict(force=force, skip_unsupported=skip_unsupported, network_lock=network_lock, file_locks=file_locks)
+    options |= {"accept_inconsistent_views": True} if accept_inconsistent_views else {}
     options |= {"ghost_limit": ghost_limit} if ghost_limit is not None else {}
     for attempt in range(1, attempts + 1):
         opened = snapshot_source(snapshot, directory, qmp, mem, quiet) if snapshot else None

@@ -30,6 +30,7 @@ from .extract.runtimes import RuncContainer, runc_containers, runc_descriptors
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
 from .kernel.core.objects import Pointer, Struct
+from .kernel.crossview.check import cross_view
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import task_namespaces
 from .kernel.task import timekeeping
@@ -68,6 +69,7 @@ class DumpSummary:
     seconds: float
     directory: Path
     skipped: tuple[str, ...] = ()
+    inconsistent: tuple[str, ...] = ()  # disagreements between the task views, taken anyway
 
     def lines(self) -> list[str]:
         return (
@@ -82,6 +84,7 @@ class DumpSummary:
                 else []
             )
             + [f"warning: left out {what}" for what in self.skipped]
+            + [f"warning: the kernel's views of its tasks disagree: {what}" for what in self.inconsistent]
         )
 
 
@@ -105,6 +108,34 @@ def container_root(prog: Program, container: str) -> int:
             f"{', '.join(map(str, roots))}); dump each with --pid"
         )
     return roots[0]
+
+
+#: where a dump taken with --accept-inconsistent-views names what was inconsistent (criu reads
+#: only the images it knows, so the file travels with them unread)
+INCONSISTENT_VIEWS_FILE = "ovm-offline-inconsistent-views.txt"
+ACCEPT_INCONSISTENT_VIEWS = "--accept-inconsistent-views"
+
+
+def tree_view_disagreements(prog: Program, pid: int, accept: bool) -> tuple[Struct, list[str]]:
+    """The leader with global PID `pid` (on the task list, or only on another of the kernel's
+    views of its tasks: a hidden process) and the disagreements between those views about its
+    tree (hidden tasks whose parents are in it included): refused, by name, unless `accept`,
+    since its images would be of a forged tree; MomentError when tasklist_lock was held for
+    writing at the pause."""
+    views = cross_view(prog)
+    root = find_process(prog, pid)
+    if root is None:
+        hidden = [s.address for s in views.tasks.values() if s.leader and s.pid == pid]
+        if len(hidden) != 1:
+            raise NoSuchProcess(f"no process with PID {pid} in the guest (see `ovm-offline ps`)")
+        root = prog.struct("task_struct", hidden[0])
+    found = [str(d) for d in views.about(views.subtree(root.address_))]
+    if found and not accept:
+        why = f"the kernel's views of its tasks disagree about this tree: {'; '.join(found)}"
+        if views.moment:
+            raise MomentError(f"{why}; but {views.moment}: another moment of the guest may agree")
+        raise GuestDataError(f"{why} ({ACCEPT_INCONSISTENT_VIEWS} dumps it anyway)")
+    return root, found
 
 
 def find_task(prog: Program, pid: int) -> Struct:
@@ -333,6 +364,7 @@ def dump(
     network_lock: str = "iptables",
     file_locks: bool = False,
     ghost_limit: int = DEFAULT_GHOST_LIMIT,
+    accept_inconsistent_views: bool = False,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
@@ -341,13 +373,16 @@ def dump(
     criu's --network-lock for the restore of TCP connections ("iptables" or "nftables");
     `file_locks` saves the tree's file locks and leases (criu's --file-locks, which its restore
     needs too), refused otherwise; `ghost_limit` is criu's --ghost-limit, the most bytes a file
-    with no name left (unlinked while open) may hold to be saved as a ghost file."""
+    with no name left (unlinked while open) may hold to be saved as a ghost file.
+    `accept_inconsistent_views`: dump a tree the kernel's views of its tasks disagree about
+    (refused otherwise), naming each disagreement in the images directory's
+    INCONSISTENT_VIEWS_FILE."""
     started = time.monotonic()
-    extraction = extract_tree(prog, find_task(prog, pid), save_locks=file_locks, ghost_limit=ghost_limit)
+    root, inconsistent = tree_view_disagreements(prog, pid, accept_inconsistent_views)
+    extraction = extract_tree(prog, root, save_locks=file_locks, ghost_limit=ghost_limit)
     skipped = decide(extraction.refusals, skip_unsupported)
     assert extraction.dump_set is not None  # decide() raised if a process or a namespace could not be saved
     extraction.dump_set.network_lock = network_lock
-    processes, shared = extraction.processes, extraction.shared
     stats = PagesStats()
 
     def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
@@ -365,6 +400,13 @@ def dump(
 
     with atomic_directory(directory, force) as tmp:
         written = build.write_dump(extraction.dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer)
+        if inconsistent:
+            (tmp / INCONSISTENT_VIEWS_FILE).write_text("".join(f"{line}\n" for line in inconsistent))
+    return _summary(pid, extraction, written, stats, time.monotonic() - started, Path(directory), skipped, inconsistent)
+
+
+def _summary(pid, extraction, written, stats, seconds, directory, skipped, inconsistent) -> DumpSummary:
+    processes, shared = extraction.processes, extraction.shared
     return DumpSummary(
         pid=pid,
         comm=processes[0].comm,
@@ -377,7 +419,8 @@ def dump(
         swapped_pages=sum(p.mm.swapped_pages for p in processes if p.mm)
         + sum(shm.swapped_pages for shm in shared.shmem.values()),
         zero_pages=sum(p.mm.zero_pages for p in processes if p.mm),
-        seconds=time.monotonic() - started,
-        directory=Path(directory),
+        seconds=seconds,
+        directory=directory,
         skipped=tuple(str(r) for r in skipped),
+        inconsistent=tuple(inconsistent),
     )

@@ -34,7 +34,9 @@ from .extract.runtimes import runc_container_ids
 from .kernel.core.identify import open_kernel as _open_kernel
 from .kernel.core.invariants import broken
 from .kernel.core.memory import Program
+from .kernel.core.objects import Struct
 from .kernel.cpu.percpu import cpu_curr_tasks
+from .kernel.crossview.check import CrossView, cross_view
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from .kernel.task.pid import (
@@ -103,6 +105,8 @@ class ProcessInfo:
     on_cpu: tuple[tuple[int, int], ...] = ()  # (thread id, CPU = vCPU index) of threads current on a CPU
     problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
     runtime_id: str | None = None  # "<runtime>:<id>" where its cgroup or runc's state names it
+    views: tuple[str, ...] = ()  # with ps --check: the kernel's views that hold its leader
+    disagreements: tuple[str, ...] = ()  # with ps --check: where those views disagree about its tasks
 
     def cpus_text(self) -> str:
         """The CPUs its threads were current on, as ps shows them: "1", "0,1", or "-"."""
@@ -280,10 +284,11 @@ class ProcessListing:
     unread: list[GuestDataError | UnreadablePageError]  # processes on it not shown at all, and why
 
 
-def read_process_list(prog: Program) -> ProcessListing:
+def read_process_list(prog: Program, hidden: Iterable[Struct] = ()) -> ProcessListing:
     """The processes `list_processes` gives, and when the task list cannot be walked to its
     end (a page of it unreadable, a broken link), those before the break and what broke it:
-    what `ps` shows a responder before it names the rest as unread."""
+    what `ps` shows a responder before it names the rest as unread. `hidden`: leaders another
+    of the kernel's views holds, listed after those on the task list."""
     try:
         current = cpu_curr_tasks(prog)
     except (*_NOT_READ, SymbolError):
@@ -302,6 +307,11 @@ def read_process_list(prog: Program) -> ProcessListing:
             cut = type(e)(f"the task list is cut {after}: {e}")
             break
         try:  # a process whose own fields or thread list cannot be read hides no other process
+            raw.append(_process_info(prog, task, current))
+        except _NOT_READ as e:
+            unread.append(type(e)(f"the process at task_struct 0x{task.address_:x} could not be read: {e}"))
+    for task in hidden:
+        try:
             raw.append(_process_info(prog, task, current))
         except _NOT_READ as e:
             unread.append(type(e)(f"the process at task_struct 0x{task.address_:x} could not be read: {e}"))
@@ -345,3 +355,45 @@ def _runc_ids_by_container(prog: Program, pids: list[int], containers: list[str 
         log.warning("runc's state not read: %s", e)
         return {}
     return {c: f"runc:{first[pid]}" for pid, c in zip(pids, containers, strict=True) if c and pid in first}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedListing:
+    listing: ProcessListing  # every process any view holds, each with its views and disagreements
+    views: CrossView
+
+
+def read_checked_process_list(prog: Program) -> CheckedListing:
+    """`read_process_list` across every view the kernel keeps of its tasks (`ps --check`): the
+    processes on the task list and those only another view holds, each with the views that hold
+    it and the disagreements about its tasks."""
+    views = cross_view(prog)
+    listed = {t.address_ for t in _task_list_leaders(prog)}
+    hidden = [
+        prog.struct("task_struct", s.address) for s in views.tasks.values() if s.leader and s.address not in listed
+    ]
+    listing = read_process_list(prog, hidden)
+    about: dict[int, list[str]] = {}
+    for d in views.disagreements:
+        s = views.tasks.get(d.task)
+        leader = s.leader_address if s is not None and s.leader_address is not None else d.task
+        about.setdefault(leader, []).append(str(d))
+    processes = [
+        dataclasses.replace(
+            p,
+            views=views.tasks[p.task_address].views if p.task_address in views.tasks else (),
+            disagreements=tuple(about.get(p.task_address, ())),
+        )
+        for p in listing.processes
+    ]
+    return CheckedListing(dataclasses.replace(listing, processes=processes), views)
+
+
+def _task_list_leaders(prog: Program) -> list[Struct]:
+    leaders = []
+    try:
+        for task in for_each_process(prog):
+            leaders.append(task)
+    except _NOT_READ:
+        pass  # the listing names the cut
+    return leaders

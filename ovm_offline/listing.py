@@ -3,11 +3,18 @@ text made printable first."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import click
 
+from .errors import GuestDataError, MomentError
 from .terminal import printable, say
 
-__all__ = ["print_table", "print_tree", "ps_row"]
+__all__ = ["PS_CHECK_COLUMNS", "PS_COLUMNS", "print_table", "print_tree", "ps_row", "report_views", "show_listing"]
+
+PS_COLUMNS = ("PID", "PPID", "THR", "S", "CPU", "NSPID", "CGROUP", "CONTAINER", "COMM")
+PS_CHECK_COLUMNS = (*PS_COLUMNS[:-1], "VIEWS", "COMM")
 
 
 def ps_row(p) -> tuple:
@@ -56,3 +63,52 @@ def print_tree(procs) -> None:
         if p.pid not in shown:
             click.echo(f"ovm-offline: warning: the parent chain of PID {p.pid} loops; shown as a root", err=True)
             show(p)
+
+
+def report_views(views) -> None:
+    """What `ps --check` says after its listing: each disagreement between the kernel's views of
+    its tasks on a line of its own, each view this kernel's ISF does not let it read, and an error
+    (exit 4; exit 8 when the task lists were being changed at the pause) if any disagree."""
+    for name, why in views.unavailable.items():
+        click.echo(printable(f"ovm-offline: warning: the view {name} is not checked: {why}"), err=True)
+    for d in views.disagreements:
+        click.echo(printable(f"ovm-offline: check: {d}"), err=True)
+    if not views.disagreements:
+        return
+    count = f"{len(views.disagreements)} disagreement(s) between the kernel's views of its tasks"
+    if views.moment:
+        raise MomentError(f"{count}, but {views.moment}: another moment of the guest may agree")
+    raise GuestDataError(f"{count}: a damaged or altered guest (each is named above)")
+
+
+def show_listing(listing, views, *, as_json: bool, tree: bool, no_kernel_threads: bool, container: str | None) -> None:
+    """What `ps` prints of a `ProcessListing` (with `views`, a CrossView, for `ps --check`):
+    warnings for what could not be read, the processes as asked, then the error that says the
+    listing is incomplete or the views disagree."""
+    from .inventory import matches_container
+
+    procs = listing.processes
+    for unread in listing.unread:
+        click.echo(printable(f"ovm-offline: warning: {unread}"), err=True)
+    for p in procs:
+        for problem in dict.fromkeys(p.problems):  # the row is shown with what could be read
+            click.echo(printable(f"ovm-offline: warning: PID {p.pid} ({p.comm}): {problem}"), err=True)
+    if no_kernel_threads:
+        procs = [p for p in procs if not p.kthread]
+    if container:
+        procs = [p for p in procs if matches_container(p, container)]
+    if as_json:
+        for p in procs:
+            d = dataclasses.asdict(p)
+            d["task_address"] = f"0x{p.task_address:x}"
+            say(json.dumps(d, sort_keys=True))
+    elif tree:
+        print_tree(procs)
+    elif views is not None:
+        print_table([(*ps_row(p)[:-1], ",".join(p.views) or "-", ps_row(p)[-1]) for p in procs], PS_CHECK_COLUMNS)
+    else:
+        print_table([ps_row(p) for p in procs], PS_COLUMNS)
+    if listing.cut is not None:  # what was read is shown; the exit code says the list is incomplete
+        raise listing.cut
+    if views is not None:
+        report_views(views)

@@ -33,8 +33,9 @@ __all__ = [
 
 log = logging.getLogger("ovm_offline")
 
-#: what an images directory may hold besides images: criu's logs and statistics
-_IMAGES_DIR_FILE = re.compile(r"[\w.+-]+\.img|[\w.+-]+\.log|stats-(dump|restore)")
+#: what an images directory may hold besides images: criu's logs and statistics, and what a dump
+#: taken with --accept-inconsistent-views says of the tree (dump.INCONSISTENT_VIEWS_FILE)
+_IMAGES_DIR_FILE = re.compile(r"[\w.+-]+\.img|[\w.+-]+\.log|stats-(dump|restore)|ovm-offline-inconsistent-views\.txt")
 _FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 

@@ -414,6 +414,7 @@ MEMBER_TABLE_OF_FORMAT = {
     27: "f8c3bf2dcc4ec698",
     28: "47fba7efa6b50659",
     29: "270cbaf0aa9717db",
+    30: "4f85b1159e36767c",
 }
 
 

@@ -4,6 +4,8 @@ overlays the patches on the recording's own bytes."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import BinaryIO
 
 from ovm_offline.kernel.core.memory import Program
@@ -51,4 +53,19 @@ class PatchedSource:
         self.base.close()
 
 
-__all__ = ["PatchedSource"]
+def write_patched_elf(elf: Path, out: Path, patches: dict[int, bytes]) -> None:
+    """A copy of ELF dump `elf` at `out` with `patches` (guest-physical address -> bytes, as a
+    PatchedSource holds them) written into its PT_LOAD segments: a dump file the CLI reads."""
+    from ovm_offline.sources.elf import PT_LOAD, ElfSource
+
+    shutil.copyfile(elf, out)
+    with ElfSource(out) as source:
+        segments = [(ph.p_paddr, ph.p_offset, ph.p_filesz) for ph in source.program_headers if ph.p_type == PT_LOAD]
+    with open(out, "r+b") as f:
+        for paddr, data in patches.items():
+            base, offset, _size = next(s for s in segments if s[0] <= paddr and paddr + len(data) <= s[0] + s[2])
+            f.seek(offset + paddr - base)
+            f.write(data)
+
+
+__all__ = ["PatchedSource", "write_patched_elf"]

@@ -108,6 +108,46 @@ INVARIANTS: dict[str, Invariant] = {
             " after release_task() took the task off every list",
         ),
         Invariant(
+            "init_task.tasks",
+            "every thread-group leader not yet released is on it, each node's prev the node whose next it is",
+            "kernel/fork.c: copy_process() list_add_tail_rcu(&p->tasks, &init_task.tasks);"
+            " kernel/exit.c: __unhash_process() list_del_rcu(&p->tasks), both under tasklist_lock",
+        ),
+        Invariant(
+            "task_struct.pid of its struct pid",
+            "a task's pid is the number its struct pid has in init_pid_ns",
+            "kernel/fork.c: copy_process() sets p->pid = pid_nr(pid) from the struct pid it attaches",
+        ),
+        Invariant(
+            "task_struct.children",
+            "a leader not yet released is on its real_parent's children list, and on no other",
+            "kernel/fork.c: copy_process() list_add_tail(&p->sibling, &p->real_parent->children);"
+            " kernel/exit.c: reparenting moves it with real_parent, under tasklist_lock",
+        ),
+        Invariant(
+            "pid idr",
+            "every task not yet released is found by its pid in the idr of each pid namespace it has a number in",
+            "kernel/pid.c: alloc_pid() idr_replace()s every level before copy_process() attaches the task;"
+            " free_pid() removes them only after __unhash_process() detached it",
+        ),
+        Invariant(
+            "signal_struct.thread_head",
+            "every thread not yet released is on its leader's thread list",
+            "kernel/fork.c: copy_process() list_add_tail_rcu(&p->thread_node, &p->signal->thread_head);"
+            " kernel/exit.c: __unhash_process() list_del_rcu(&p->thread_node), under tasklist_lock",
+        ),
+        Invariant(
+            "task_struct.real_parent",
+            "the chain of real parents of every task ends at init_task",
+            "kernel/fork.c: copy_process() takes an existing parent; kernel/exit.c: forget_original_parent()"
+            " reparents to a living reaper",
+        ),
+        Invariant(
+            "task views",
+            "the lists of tasks the scheduler and open files keep can be walked to their end",
+            "kernel/sched: run queues and current tasks; fs: a pidfd's and an owner's struct pid",
+        ),
+        Invariant(
             "vm_area_struct.anon_vma",
             "set in every VMA that maps an anonymous page",
             "mm/memory.c: do_anonymous_page(), do_cow_fault() and wp_page_copy() call"

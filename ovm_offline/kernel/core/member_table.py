@@ -137,7 +137,7 @@ MEMBERS_BY_KIND: dict[str, str] = {
     ),
     "pointer to struct sock": "sk_buff.sk socket.sk unix_sock.peer",
     "pointer to struct task_struct": (
-        "hrtimer_sleeper.task rq.curr rt_mutex_base.owner task_struct.group_leader task_struct.real_parent"
+        "hrtimer_sleeper.task rq.curr rq.idle rt_mutex_base.owner task_struct.group_leader task_struct.real_parent"
     ),
     "pointer to struct tty_struct": "signal_struct.tty tty_file_private.tty tty_struct.link",
     "pointer to pointer": "fdtable.fd hlist_bl_node.pprev fsnotify_mark_connector.obj",
@@ -249,7 +249,7 @@ MEMBERS_BY_KIND: dict[str, str] = {
     "struct fown_struct": "file.f_owner",
     "struct fpu": "thread_struct.fpu",
     "struct hlist_bl_node": "dentry.d_hash",
-    "struct idr": "ipc_ids.ipcs_idr inotify_group_private_data.idr",
+    "struct idr": "ipc_ids.ipcs_idr inotify_group_private_data.idr pid_namespace.idr",
     "struct inode": "socket_alloc.vfs_inode",
     "struct kernel_siginfo_t": "sigqueue.info",
     "struct maple_tree": "mm_struct.mm_mt",
@@ -259,10 +259,10 @@ MEMBERS_BY_KIND: dict[str, str] = {
     "struct possible_net_t": "sock_common.skc_net",
     "struct qstr": "dentry.d_name",
     "struct rb_root": "rb_root_cached.rb_root tcp_sock.out_of_order_queue mnt_namespace.mounts kernfs_elem_dir.children",
-    "struct rb_root_cached": "eventpoll.rbr",
+    "struct rb_root_cached": "eventpoll.rbr cfs_rq.tasks_timeline dl_rq.root",
     "struct refcount_t": "sock.sk_wmem_alloc",
     "struct rw_semaphore": "mm_struct.mmap_lock",
-    "struct rwbase_rt": "rw_semaphore.rwbase",
+    "struct rwbase_rt": "rw_semaphore.rwbase rwlock_t.rwbase",
     "struct rt_mutex_base": "rwbase_rt.rtmutex",
     "struct seccomp": "task_struct.seccomp",
     "struct sigaction": "k_sigaction.sa",
@@ -295,6 +295,17 @@ MEMBERS_BY_KIND: dict[str, str] = {
     "pointer to struct tty_port": "tty_struct.port",
     "struct file_lock_core": "file_lease.c file_lock.c",
     "struct tty_bufhead": "tty_port.buf",
+    # the scheduler's and the pid idr's views of tasks (kernel/crossview)
+    "pointer to struct sched_entity": "cfs_rq.curr",
+    "pointer to struct cfs_rq": "sched_entity.my_q",
+    "pointer to struct hlist_node": "hlist_head.first",
+    "array of struct hlist_head": "pid.tasks",
+    "array of struct list_head": "rt_prio_array.queue",
+    "struct cfs_rq": "rq.cfs",
+    "struct rt_rq": "rq.rt",
+    "struct dl_rq": "rq.dl",
+    "struct rt_prio_array": "rt_rq.active",
+    "struct arch_rwlock_t": "rwlock_t.raw_lock",
 }
 
 #: kind -> the members of untagged structs and unions the walkers read as that kind, each

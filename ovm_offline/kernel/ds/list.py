@@ -22,6 +22,7 @@ __all__ = [
     "list_empty",
     "list_for_each",
     "list_for_each_entry",
+    "list_for_each_reverse",
     "pointer_chain",
 ]
 
@@ -84,6 +85,38 @@ def list_for_each(
             f"list {name} does not close: it ends after {count} entries at 0x{last:x},"
             f" but its head's prev is 0x{prev:x}"
         )
+
+
+def list_for_each_reverse(
+    prog: Program, head: int | Object, *, name: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Iterator[int]:
+    """Addresses of the ``struct list_head`` nodes of the list at `head` by their ``prev``
+    links, last first (the kernel's list_for_each_prev): the view of a list a hostile guest
+    that rewrote only ``next`` links did not change. Bounded as list_for_each."""
+    head_addr = _address(head)
+    name = name or f"at 0x{head_addr:x}"
+    seen: set[int] = set()
+    node = _prev(prog, head_addr, name, 0)
+    count = 0
+    while node != head_addr:
+        if not node:
+            raise GuestDataError(f"list {name} is broken: NULL prev pointer after {count} entries")
+        if node in seen:
+            raise GuestDataError(f"list {name} loops backwards: node 0x{node:x} seen twice after {count} entries")
+        if count >= limit:
+            raise GuestDataError(f"list {name} has more than {limit} entries: corrupt or looping")
+        seen.add(node)
+        count += 1
+        prv = _prev(prog, node, name, count)
+        yield node
+        node = prv
+
+
+def _prev(prog: Program, node: int, name: str, count: int) -> int:
+    try:
+        return prog.read_u64(node + 8)  # list_head.prev
+    except GuestDataError:
+        raise GuestDataError(f"list {name}: unreadable node 0x{node:x} after {count} entries backwards") from None
 
 
 def list_for_each_entry(

@@ -7,17 +7,21 @@ number in the namespace the task lives in.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ...errors import GuestDataError, SymbolError
+from ...errors import GuestDataError, LayoutError, SymbolError
 from ..core.invariants import broken
 from ..core.ktypes import StructType
 from ..core.objects import Array, Pointer, Struct
+from ..ds.xarray import xa_for_each
 
 __all__ = [
     "PROC_PID_INIT_INO",
     "pid_nr_ns",
     "pid_ns_at_level",
+    "pid_ns_for_each_pid",
+    "pid_task",
     "pid_ns_inum",
     "pid_ns_level",
     "pid_type",
@@ -177,3 +181,38 @@ def pid_ns_at_level(task: Struct, level: int) -> Pointer | None:
     if not pid or level > pid_level(pid):
         return None
     return _pid_upid(pid, level).ns
+
+
+def pid_task(pid: Pointer, type_name: str = "PIDTYPE_PID") -> Struct | None:
+    """The first ``struct task_struct`` attached to ``struct pid *`` `pid` as `type_name` (the
+    kernel's pid_task): for PIDTYPE_PID the task whose own pid it is; None when none is (the
+    task has been released, or the pid is still being set up by fork)."""
+    if not pid:
+        return None
+    prog = pid.prog_
+    kind = pid_type(prog, type_name)
+    first = pid.tasks[kind].first
+    if not first:
+        return None
+    task_type = prog.struct_type("task_struct")
+    if not task_type.has_member("pid_links"):
+        raise LayoutError("task_struct has no pid_links (a kernel before 4.19): a layout not supported")
+    node_size = prog.struct_type("hlist_node").size
+    return prog.struct("task_struct", int(first) - task_type.member("pid_links").offset - kind * node_size)
+
+
+def pid_ns_for_each_pid(ns: Pointer | Struct, *, limit: int = PID_MAX_LIMIT) -> Iterator[tuple[int, Pointer]]:
+    """(number, ``struct pid *``) of every pid allocated in ``struct pid_namespace`` `ns`, from
+    its idr (what find_pid_ns looks up), in number order. A number fork has reserved but not
+    yet filled (alloc_pid stores NULL first) is left out."""
+    prog = ns.prog_
+    idr = ns.idr
+    base = idr.idr_base
+    for index, _span, entry in xa_for_each(prog, idr.idr_rt, PID_MAX_LIMIT, limit=limit):
+        if entry & 3:  # a value entry: the idr keeps only pointers
+            raise GuestDataError(f"the pid idr of pid namespace 0x{_address(ns):x} holds 0x{entry:x} at {index}")
+        yield index + base, prog.pointer("pid", entry)
+
+
+def _address(obj: Pointer | Struct) -> int:
+    return int(obj) if isinstance(obj, Pointer) else obj.address_
