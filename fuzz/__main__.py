@@ -35,6 +35,7 @@ from .runtimes import Runtimes
 from .signals import Signals
 from .structures import Structures
 from .terminal import Terminal
+from .views import Views
 
 FAMILIES = {
     "containers-elf": lambda rec, work: Containers(rec, work, "elf"),
@@ -49,6 +50,7 @@ FAMILIES = {
     "signals": Signals,
     "runtimes": Runtimes,
     "mountns": MountNamespaces,
+    "views": Views,
 }
 
 
