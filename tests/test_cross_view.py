@@ -210,3 +210,48 @@ def test_real_recordings_show_no_disagreement(recording, kernel, workload):
     assert all(
         {"tasks", "tasks-prev", "children", "pid-idr", "threads"} <= set(p.views) for p in checked.listing.processes
     )
+
+
+def _open_fds_byte(prog, task, fd: int) -> tuple[int, int]:
+    """(address, value) of the byte of the root's open_fds bitmap that holds fd `fd`'s bit."""
+    fdt = task.files.fdt
+    address = int(fdt.open_fds) + fd // 8
+    return address, prog.read(address, 1)[0]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_an_fd_slot_and_its_open_fds_bit(recording, tmp_path, kernel):
+    """A file in a slot whose open_fds bit is clear is one no kernel holds outside do_dup2 (on a
+    CPU): refused by name. A bit set over an empty slot is an fd an open in progress reserved
+    (alloc_fd before fd_install, where an open of a FIFO sleeps): not open yet, not saved."""
+    rec = recording(kernel, "counter")
+    pid = rec.manifest["root_pid"]
+
+    def clear_fd_1(source, prog, task):
+        address, value = _open_fds_byte(prog, task, 1)
+        source.patch_virtual(prog, address, bytes([value & ~(1 << 1)]))
+
+    def reserve_fd_5(source, prog, task):
+        address, value = _open_fds_byte(prog, task, 5)
+        assert not value & (1 << 5)
+        source.patch_virtual(prog, address, bytes([value | 1 << 5]))
+
+    source, _, _ = _mutated(rec, lambda s, p, t: clear_fd_1(s, p, t))
+    with (
+        source,
+        pytest.raises(GuestDataError, match="holds a file in fd 1, whose open_fds bit is clear.*fdtable.open_fds"),
+    ):
+        dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    source, _, _ = _mutated(rec, lambda s, p, t: reserve_fd_5(s, p, t))
+    with source:
+        dumping.dump(source, inventory.open_kernel(source), pid, tmp_path / "images")
+    fds = [
+        e.fd for e in ImageDir(tmp_path / "images").load(f"fdinfo-{_files_id(tmp_path / 'images', pid)}.img").entries
+    ]
+    assert 5 not in fds and {0, 1, 2} <= set(fds)
+
+
+def _files_id(images, pid: int) -> int:
+    (ids,) = ImageDir(images).load(f"ids-{pid}.img").entries
+    return ids.files_id

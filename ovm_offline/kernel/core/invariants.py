@@ -148,6 +148,12 @@ INVARIANTS: dict[str, Invariant] = {
             "kernel/sched: run queues and current tasks; fs: a pidfd's and an owner's struct pid",
         ),
         Invariant(
+            "fdtable.open_fds",
+            "a slot of fd[] holds a file only while its open_fds bit is set",
+            "fs/file.c: alloc_fd() sets the bit before fd_install() fills the slot; file_close_fd_locked()"
+            " empties the slot before __put_unused_fd() clears it (do_dup2() alone fills first, under file_lock)",
+        ),
+        Invariant(
             "vm_area_struct.anon_vma",
             "set in every VMA that maps an anonymous page",
             "mm/memory.c: do_anonymous_page(), do_cow_fault() and wp_page_copy() call"

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
+from ..core.invariants import broken
 from ..core.objects import Pointer, Struct
 
 __all__ = [
@@ -165,9 +166,12 @@ def _set_bits(bitmap: bytes, chunk: int = 512) -> Iterator[int]:
 def for_each_file(files: Pointer | Struct) -> Iterator[tuple[int, Pointer]]:
     """(fd, ``struct file *``) for each open fd of a ``struct files_struct``, ascending.
 
-    The ``fd[]`` array is the truth (as /proc/PID/fd reads it); the open_fds bitmap only
-    tells which stretches of _FD_CHUNK slots can be skipped unread, so a huge table costs
-    one bitmap read and little more."""
+    The ``fd[]`` array is the truth (as /proc/PID/fd reads it); the open_fds bitmap tells which
+    stretches of _FD_CHUNK slots can be skipped unread, so a huge table costs one bitmap read
+    and little more. A set bit with no file is an fd an open in progress reserved (alloc_fd()
+    before fd_install(): an open of a FIFO sleeps there) and is not open yet; a file whose bit is
+    clear breaks the invariant ``fdtable.open_fds`` (only do_dup2() holds that, for a few
+    instructions under file_lock, on a CPU: a thread a dump refuses for the moment anyway)."""
     prog = files.prog_
     fdt = files_fdtable(files)
     max_fds = fdtable_max_fds(fdt)
@@ -186,8 +190,16 @@ def for_each_file(files: Pointer | Struct) -> Iterator[tuple[int, Pointer]]:
             ) from None
         for i in range(count):
             f = int.from_bytes(raw[i * 8 : i * 8 + 8], "little")
-            if f:
-                yield start + i, prog.pointer(file_type, f)
+            if not f:
+                continue  # a bit without a file is an fd reserved by an open (or a close) in progress
+            fd = start + i
+            if not open_fds[fd // 8] >> (fd % 8) & 1:
+                raise broken(
+                    "fdtable.open_fds",
+                    f"fdtable at 0x{fdt.address_:x}",
+                    f"holds a file in fd {fd}, whose open_fds bit is clear",
+                )
+            yield fd, prog.pointer(file_type, f)
 
 
 def task_fd_file(task: Struct, fd: int) -> Pointer | None:
