@@ -78,7 +78,7 @@ class Disagreement:
 
     def __str__(self) -> str:
         who = f"PID {self.pid} ({self.comm}, task_struct 0x{self.task:x})" if self.task else "the task views"
-        return f"{who}: {self.text} (the kernel's invariant {self.invariant}: {INVARIANTS[self.invariant].rule})"
+        return f"{who}: {self.text}, which breaks the kernel's invariant {self.invariant}: {INVARIANTS[self.invariant].rule}"
 
 
 @dataclasses.dataclass(frozen=True)

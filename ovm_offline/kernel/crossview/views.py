@@ -14,7 +14,7 @@ from ..core.objects import Pointer, Struct
 from ..cpu.percpu import cpu_curr, nr_cpu_ids, rq_curr
 from ..ds.list import list_for_each, list_for_each_entry, list_for_each_reverse
 from ..fs.fdtable import file_fops_name, file_owner, for_each_file, task_files
-from ..task.pid import pid_level, pid_ns_for_each_pid, pid_task, task_pid_ptr
+from ..task.pid import pid_level, pid_ns_for_each_pid, pid_task, pid_upid_nr, task_pid_ptr
 from ..task.sched import rq_queued_tasks
 from ..task.tasks import MAX_THREADS, for_each_thread
 
@@ -96,8 +96,8 @@ def view_pid_idr(prog: Program, known: dict[int, Struct], view: View) -> None:
         try:
             pid = task_pid_ptr(task)
             for level in range(1, pid_level(pid) + 1):
-                ns = pid.numbers.trailing_(level).ns
-                namespaces.setdefault(int(ns), ns.deref())
+                ns_address, _ = pid_upid_nr(pid, level)
+                namespaces.setdefault(ns_address, prog.struct("pid_namespace", ns_address))
         except _UNREAD:
             continue  # its pid is named by the comparison, which needs the same reads
     for address, ns in namespaces.items():
@@ -115,11 +115,7 @@ def view_pid_idr(prog: Program, known: dict[int, Struct], view: View) -> None:
                         "task_struct.pid of its struct pid",
                     )
                 )
-            level = pid_level(pid)
-            if not any(
-                int(pid.numbers.trailing_(i).ns) == address and pid.numbers.trailing_(i).nr == nr
-                for i in range(level + 1)
-            ):
+            if (address, nr) not in {pid_upid_nr(pid, i) for i in range(pid_level(pid) + 1)}:
                 view.findings.append(
                     ViewFinding(
                         task.address_,

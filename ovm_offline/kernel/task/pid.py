@@ -22,6 +22,7 @@ __all__ = [
     "pid_ns_at_level",
     "pid_ns_for_each_pid",
     "pid_task",
+    "pid_upid_nr",
     "pid_ns_inum",
     "pid_ns_level",
     "pid_type",
@@ -216,3 +217,10 @@ def pid_ns_for_each_pid(ns: Pointer | Struct, *, limit: int = PID_MAX_LIMIT) -> 
 
 def _address(obj: Pointer | Struct) -> int:
     return int(obj) if isinstance(obj, Pointer) else obj.address_
+
+
+def pid_upid_nr(pid: Pointer, level: int) -> tuple[int, int]:
+    """(``struct pid_namespace`` address, number) of ``struct pid *`` `pid` at `level` (at most
+    its own level), the number checked as every reader of it is."""
+    upid = _pid_upid(pid, level)
+    return int(upid.ns), _upid_nr(upid)
