@@ -103,6 +103,8 @@ def parse_member(d: Path) -> dict:
         fds.append({"fd": int(fd), "target": target, **parse_fdinfo(_read(d / "fdinfo" / fd))})
     tasks = []
     for t in sorted((d / "task").iterdir(), key=lambda p: int(p.name)) if (d / "task").exists() else []:
+        if not _read(t / "stat").strip():
+            continue  # a thread that ended while the guest collected its facts (churn-asis)
         status = parse_status(_read(t / "status"))
         tasks.append(
             {
@@ -146,7 +148,8 @@ def files_of(files_tar: Path) -> list[dict]:
 def build_manifest(facts_dir: Path, files_tar: Path) -> dict:
     processes = [p for d in (facts_dir / "proc").iterdir() if (p := parse_process(d))]
     processes.sort(key=lambda p: p["pid"])
-    members = [int(x) for x in _read(facts_dir / "members").split()]
+    # a member that ended while the guest collected its facts (churn-asis) has none
+    members = [int(x) for x in _read(facts_dir / "members").split() if _read(facts_dir / "proc" / x / "stat").strip()]
     return {
         "uname": _read(facts_dir / "uname").strip(),
         "ready": _read(facts_dir / "ready").strip(),

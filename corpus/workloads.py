@@ -448,6 +448,16 @@ _AS_IS = (
     ),
     *(_as_is(_STOPPED[name]) for name in ("counter", "threads", "pipetree", "ipc", "evfds", "runc")),
     Workload(
+        "churn-asis",
+        "churn",
+        moment="as-is",
+        takes=3,
+        golden=False,
+        description="processes and threads made and ended without pause (fork and exit, a thread created"
+        " and joined, a child that makes a thread): paused half made or half gone (not a standard recording:"
+        " tests/test_cross_view.py records it)",
+    ),
+    Workload(
         "memhog-writer",
         "memhog",
         ("64", "write", "10"),

@@ -15,7 +15,7 @@ from corpus import matrix
 from ovm_offline import dump as dumping
 from ovm_offline import inventory, sources
 from ovm_offline.criu.images import ImageDir
-from ovm_offline.errors import ExitCode, GuestDataError
+from ovm_offline.errors import ExitCode, GuestDataError, OvmError
 from ovm_offline.kernel.crossview.check import cross_view
 from ovm_offline.kernel.task.tasks import find_task, for_each_thread
 from tests.support.checks import assert_one_line_failure
@@ -255,3 +255,24 @@ def test_an_fd_slot_and_its_open_fds_bit(recording, tmp_path, kernel):
 def _files_id(images, pid: int) -> int:
     (ids,) = ImageDir(images).load(f"ids-{pid}.img").entries
     return ids.files_id
+
+
+@pytest.mark.parametrize("take", [0, 1, 2])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_processes_and_threads_half_made_or_half_gone_are_no_disagreement(recording, tmp_path, kernel, take):
+    """churn-asis paused as it forks, exits, creates and joins threads without pause: every task
+    any view holds is on every view it must be (released and dying ones on none), or the pause
+    caught tasklist_lock held for writing and says so. Its dump is written or refused by name,
+    never for a disagreement between the views."""
+    rec = recording(kernel, "churn-asis", take)
+    registers = rec.live_dir / "registers.txt"
+    with sources.open_source(rec.elf, registers) as source:
+        prog = inventory.open_kernel(source)
+        views = cross_view(prog)
+        assert not views.disagreements or views.moment, [str(d) for d in views.disagreements]
+        assert len([s for s in views.tasks.values() if s.comm == "churn"]) >= 4  # the main thread and its loops
+        try:
+            dumping.dump(source, prog, rec.manifest["root_pid"], tmp_path / "images")
+        except OvmError as refused:
+            assert "views of its tasks disagree" not in str(refused) or views.moment, refused
+            assert not (tmp_path / "images").exists()
