@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ovm_offline import inventory, sources
 from ovm_offline.criu.diff import diff_dirs
+from ovm_offline.kernel.crossview.check import cross_view
 from tests.support.volatility import vol_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,3 +49,16 @@ def test_dump_plugin_saves_file_locks_when_asked_as_the_cli_does(recording, tmp_
     assert result.returncode == 0, result.stderr[-2000:]
     diff = diff_dirs(out, rec.golden)
     assert diff.same, diff.report()
+
+
+def test_psxview_plugin_shows_each_view_of_every_task_as_ps_check_does(recording):
+    rec = recording("6.1", "counter")
+    result = vol(rec.elf, "linux.ovm.PsXView")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {r["PID"]: r for r in json.loads(result.stdout)}
+    root = rows[rec.manifest["root_pid"]]
+    assert all(root[view] for view in ("tasks", "tasks-prev", "children", "pid-idr", "threads"))
+    assert not any(r["Disagreements"] for r in rows.values())
+    with sources.open_source(rec.elf) as source:
+        views = cross_view(inventory.open_kernel(source))
+    assert sorted(rows) == sorted(s.pid for s in views.tasks.values())
