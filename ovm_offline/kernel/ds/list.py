@@ -7,7 +7,7 @@ repeated node, a NULL or unreadable pointer, or more than `limit` entries.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from ...errors import GuestDataError
@@ -42,12 +42,40 @@ def _address(head: int | Object) -> int:
     return int(head)
 
 
-def _next(prog: Program, node: int, name: str, count: int) -> int:
+def _link(prog: Program, node: int, name: str, count: int, offset: int = 0) -> int:
+    """The ``next`` (at offset 0, in list_head and hlist_node alike) or ``prev`` (offset 8) of
+    `node`."""
     try:
-        nxt = prog.read_u64(node)  # list_head.next and hlist_node.next are at offset 0
+        return prog.read_u64(node + offset)
     except GuestDataError:
-        raise GuestDataError(f"list {name}: unreadable node 0x{node:x} after {count} entries") from None
-    return nxt
+        way = " backwards" if offset else ""
+        raise GuestDataError(f"list {name}: unreadable node 0x{node:x} after {count} entries{way}") from None
+
+
+def _next(prog: Program, node: int, name: str, count: int) -> int:
+    return _link(prog, node, name, count)
+
+
+def _walk(prog: Program, head_addr: int, name: str, limit: int, offset: int) -> Generator[int, None, int]:
+    """The nodes of the circular list at `head_addr` by the link at `offset` (0: next, 8: prev);
+    returns the last node (the head for an empty list)."""
+    way, link = (" backwards", "prev") if offset else ("", "next")
+    seen: set[int] = set()
+    node = _link(prog, head_addr, name, 0, offset)
+    count, last = 0, head_addr
+    while node != head_addr:
+        if not node:
+            raise GuestDataError(f"list {name} is broken: NULL {link} pointer after {count} entries")
+        if node in seen:
+            raise GuestDataError(f"list {name} loops{way}: node 0x{node:x} seen twice after {count} entries")
+        if count >= limit:
+            raise GuestDataError(f"list {name} has more than {limit} entries: corrupt or looping")
+        seen.add(node)
+        count += 1
+        following = _link(prog, node, name, count, offset)
+        yield node
+        node, last = following, node
+    return last
 
 
 def list_for_each(
@@ -65,21 +93,16 @@ def list_for_each(
     list changing under a running CPU of a live snapshot fails it too)."""
     head_addr = _address(head)
     name = name or f"at 0x{head_addr:x}"
-    seen: set[int] = set()
-    node = _next(prog, head_addr, name, 0)
-    count, last = 0, head_addr
-    while node != head_addr:
-        if not node:
-            raise GuestDataError(f"list {name} is broken: NULL next pointer after {count} entries")
-        if node in seen:
-            raise GuestDataError(f"list {name} loops: node 0x{node:x} seen twice after {count} entries")
-        if count >= limit:
-            raise GuestDataError(f"list {name} has more than {limit} entries: corrupt or looping")
-        seen.add(node)
+    count = 0
+    walk = _walk(prog, head_addr, name, limit, 0)
+    while True:
+        try:
+            node = next(walk)
+        except StopIteration as done:
+            last = done.value
+            break
         count += 1
-        nxt = _next(prog, node, name, count)
         yield node
-        node, last = nxt, node
     if check_prev and (prev := prog.read_u64(head_addr + 8)) != last:
         raise GuestDataError(
             f"list {name} does not close: it ends after {count} entries at 0x{last:x},"
@@ -94,29 +117,7 @@ def list_for_each_reverse(
     links, last first (the kernel's list_for_each_prev): the view of a list a hostile guest
     that rewrote only ``next`` links did not change. Bounded as list_for_each."""
     head_addr = _address(head)
-    name = name or f"at 0x{head_addr:x}"
-    seen: set[int] = set()
-    node = _prev(prog, head_addr, name, 0)
-    count = 0
-    while node != head_addr:
-        if not node:
-            raise GuestDataError(f"list {name} is broken: NULL prev pointer after {count} entries")
-        if node in seen:
-            raise GuestDataError(f"list {name} loops backwards: node 0x{node:x} seen twice after {count} entries")
-        if count >= limit:
-            raise GuestDataError(f"list {name} has more than {limit} entries: corrupt or looping")
-        seen.add(node)
-        count += 1
-        prv = _prev(prog, node, name, count)
-        yield node
-        node = prv
-
-
-def _prev(prog: Program, node: int, name: str, count: int) -> int:
-    try:
-        return prog.read_u64(node + 8)  # list_head.prev
-    except GuestDataError:
-        raise GuestDataError(f"list {name}: unreadable node 0x{node:x} after {count} entries backwards") from None
+    yield from _walk(prog, head_addr, name or f"at 0x{head_addr:x}", limit, 8)
 
 
 def list_for_each_entry(
