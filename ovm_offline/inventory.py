@@ -28,6 +28,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .errors import GuestDataError, SymbolError, UnreadablePageError
 from .extract.runtimes import runc_container_ids
@@ -36,7 +37,6 @@ from .kernel.core.invariants import broken
 from .kernel.core.memory import Program
 from .kernel.core.objects import Struct
 from .kernel.cpu.percpu import cpu_curr_tasks
-from .kernel.crossview.check import CrossView, cross_view
 from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import NamespaceInodes, task_namespaces
 from .kernel.task.pid import (
@@ -63,6 +63,9 @@ from .kernel.task.tasks import (
     thread_group,
 )
 from .sources.base import PhysicalSource
+
+if TYPE_CHECKING:
+    from .kernel.crossview.check import CrossView
 
 log = logging.getLogger("ovm_offline")
 
@@ -360,13 +363,15 @@ def _runc_ids_by_container(prog: Program, pids: list[int], containers: list[str 
 @dataclasses.dataclass(frozen=True)
 class CheckedListing:
     listing: ProcessListing  # every process any view holds, each with its views and disagreements
-    views: CrossView
+    views: CrossView  # kernel.crossview.check's
 
 
 def read_checked_process_list(prog: Program) -> CheckedListing:
     """`read_process_list` across every view the kernel keeps of its tasks (`ps --check`): the
     processes on the task list and those only another view holds, each with the views that hold
     it and the disagreements about its tasks."""
+    from .kernel.crossview.check import cross_view  # what plain `ps` does not import
+
     views = cross_view(prog)
     listed = {t.address_ for t in _task_list_leaders(prog)}
     hidden = [
