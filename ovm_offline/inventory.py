@@ -109,6 +109,9 @@ class ProcessInfo:
     problems: tuple[str, ...] = ()  # fields that could not be read (guest data errors)
     runtime_id: str | None = None  # "<runtime>:<id>" where its cgroup or runc's state names it
     views: tuple[str, ...] = ()  # with ps --check: the kernel's views that hold its leader
+    thread_views: tuple[
+        tuple[int, tuple[str, ...]], ...
+    ] = ()  # with ps --check: (TID, views) of each thread any view holds
     disagreements: tuple[str, ...] = ()  # with ps --check: where those views disagree about its tasks
 
     def cpus_text(self) -> str:
@@ -383,10 +386,15 @@ def read_checked_process_list(prog: Program) -> CheckedListing:
         s = views.tasks.get(d.task)
         leader = s.leader_address if s is not None and s.leader_address is not None else d.task
         about.setdefault(leader, []).append(str(d))
+    threads: dict[int, list[tuple[int, tuple[str, ...]]]] = {}
+    for s in views.tasks.values():
+        if s.leader_address is not None and s.pid is not None:
+            threads.setdefault(s.leader_address, []).append((s.pid, s.views))
     processes = [
         dataclasses.replace(
             p,
             views=views.tasks[p.task_address].views if p.task_address in views.tasks else (),
+            thread_views=tuple(sorted(threads.get(p.task_address, ()))),
             disagreements=tuple(about.get(p.task_address, ())),
         )
         for p in listing.processes

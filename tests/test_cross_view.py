@@ -143,7 +143,12 @@ def test_a_thread_cut_from_its_thread_list_is_named(recording, tmp_path, kernel)
 
     source, (said, invariant), _ = _mutated(rec, cut, pick)
     with source:
-        lines = [str(d) for d in cross_view(inventory.open_kernel(source)).disagreements]
+        checked = inventory.read_checked_process_list(inventory.open_kernel(source))
+        (root,) = [p for p in checked.listing.processes if p.pid == rec.manifest["root_pid"]]
+        views_of = dict(root.thread_views)
+        (cut_tid,) = [tid for tid in views_of if tid not in root.tids]  # the thread its list lost
+        assert "threads" not in views_of[cut_tid] and "pid-idr" in views_of[cut_tid]
+        lines = [str(d) for d in checked.views.disagreements]
         assert any(said in line and "but not by threads" in line and invariant in line for line in lines), lines
         with pytest.raises(GuestDataError, match="the kernel's views of its tasks disagree about this tree"):
             dumping.dump(source, inventory.open_kernel(source), rec.manifest["root_pid"], tmp_path / "images")
