@@ -132,6 +132,7 @@ def file_owner_state(file: Pointer, pid_ns: Pointer | Struct) -> Owner:
 def path_identity(path: Struct) -> FileIdentity:
     """The `FileIdentity` of a ``struct path`` (a directory such as cwd or root)."""
     info = dcache.d_path_info(path)
+    dcache.refuse_escaped(info, int(path.dentry))
     dentry = path.dentry
     inode = dentry.d_inode
     if not inode:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...errors import GuestDataError
+from ...errors import GuestDataError, UnsupportedError
 from ...state import FileIdentity
 from ..core.invariants import broken
 from ..core.objects import Object, Pointer, Struct
@@ -26,6 +26,7 @@ __all__ = [
     "component_name",
     "d_path",
     "d_path_info",
+    "refuse_escaped",
     "dentry_name",
     "dentry_path",
     "file_identity",
@@ -78,6 +79,7 @@ class PathInfo(NamedTuple):
     unlinked: bool
     pseudo: bool
     reachable: bool
+    escaped: bool = False  # the walk met a dentry that is its own parent below its mount's root
 
 
 def _addr(obj: Object | int) -> int:
@@ -228,15 +230,16 @@ def d_path_info(path: Struct, root: Struct | None = None) -> PathInfo:
     if pseudo is not None:
         return PathInfo(pseudo[0], pseudo[1] or unlinked, True, True)
     names, reachable = _prepend_path(prog, int(path.dentry), dentry, mnt, root)
-    return PathInfo("/" + "/".join(reversed(names)), unlinked, False, reachable)
+    return PathInfo("/" + "/".join(reversed(names)), unlinked, False, bool(reachable), reachable is None)
 
 
 def _prepend_path(
     prog: Program, start: int, dentry: Struct, mnt: Struct, root: Struct | None
-) -> tuple[list[str], bool]:
+) -> tuple[list[str], bool | None]:
     """The names from `dentry` (of ``struct mount`` `mnt`) up to `root` or the top of the mount
     tree, last first, and whether the file is reachable from there (the kernel's
-    __prepend_path). `start` names the walk in errors."""
+    __prepend_path): None where the walk escaped, at a dentry that is its own parent but not
+    its mount's root. `start` names the walk in errors."""
     root_dentry = int(root.dentry) if root is not None else None
     root_mnt = int(root.mnt) if root is not None else None
     names: list[str] = []
@@ -269,7 +272,7 @@ def _prepend_path(
             # (unless none was asked for); a detached mount (no namespace) is unreachable.
             return names, root is None and bool(mnt.mnt_ns)
         if parent == d_addr or not parent:
-            return names, False  # escaped: a disconnected dentry or one outside the root
+            return names, None  # escaped: a disconnected dentry (or a forged d_parent)
         name = component_name(dentry)
         total += len(name.encode("utf-8", "surrogateescape")) + 1
         if total > PATH_MAX:
@@ -391,11 +394,24 @@ def new_encode_dev(dev: int) -> int:
     return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
 
 
+def refuse_escaped(info: PathInfo, dentry: int) -> None:
+    """A path whose walk escaped (a dentry that is its own parent below its mount's root: a
+    disconnected dentry, as open_by_handle_at leaves one, or a forged ``d_parent``) has no name
+    that reopens the file: /proc shows only the part below the escape, which criu's restore
+    would open as another file, or fail to."""
+    if info.escaped:
+        raise UnsupportedError(
+            f"dentry 0x{dentry:x}: its path escapes its mount at a dentry that is its own parent"
+            f" (disconnected, or its d_parent forged): {info.path!r} does not name it"
+        )
+
+
 def file_identity(file: Pointer | Struct, root: Struct | None = None) -> FileIdentity:
     """Path, device (kernel encoding of the file system's s_dev), inode number, size and
     mode of a ``struct file``. The path has no " (deleted)" suffix: `deleted` tells."""
     f = _file(file)
     info = d_path_info(f.f_path, root)
+    refuse_escaped(info, int(f.f_path.dentry))
     inode = file_inode(f)
     return FileIdentity(
         path=info.path,
