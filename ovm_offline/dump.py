@@ -35,7 +35,7 @@ from .kernel.ns.cgroup import task_cgroup_path
 from .kernel.ns.nsproxy import task_namespaces
 from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
-from .kernel.task.tasks import find_process, is_kthread, process_tree, task_comm
+from .kernel.task.tasks import PF_EXITING, find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
 from .refusals import (
     Refusal,
@@ -152,7 +152,9 @@ def dumpable_refusal(task: Struct) -> Refusal | None:
     if is_kthread(task):
         why = f"PID {pid} ({comm}) is a kernel thread; only user processes can be dumped"
     elif task.exit_state & EXIT_DEAD:
+        # of the moment: another finds it gone
         why = f"PID {pid} ({comm}) is being reaped by its parent; it has no state left to save"
+        return Refusal(pid, comm, why, moment=True)
     elif task.exit_state & EXIT_ZOMBIE:
         if task.signal.live.counter:
             # the leader of a thread group whose other threads run on: /proc says Z, and criu's
@@ -162,6 +164,8 @@ def dumpable_refusal(task: Struct) -> Refusal | None:
             return None  # saved as criu saves a zombie: its exit status, for its parent to wait for
     elif not task.mm:
         why = f"PID {pid} ({comm}) has no memory map"
+        if task.flags & PF_EXITING:  # exit_mm() let it go: another moment finds a zombie, or nothing
+            return Refusal(pid, comm, f"{why}: it is exiting", moment=True)
     else:
         return None
     return Refusal(pid, comm, why)

@@ -16,8 +16,9 @@ GOLDEN_WORKLOAD_CASES = [c for c in GOLDEN_CASES if matrix.case_parts(c)[0] == "
 #: as-is workloads made to be refused (a call whose interruption is unknown)
 REFUSED_AS_IS = ("blockers-unknown",)
 #: as-is workloads with tests of their own: a TCP stream's threads are often caught inside
-#: write() or read() on a vCPU, which is refused by name (tests/test_dump_inet.py)
-AS_IS_WITH_OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis")
+#: write() or read() on a vCPU, which is refused by name (tests/test_dump_inet.py); churn's
+#: processes are caught being forked and ending (tests/test_cross_view.py)
+AS_IS_WITH_OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis", "churn-asis")
 #: the as-is workloads whose every moment restores (tests/test_dump_asis.py, test_dump_live.py)
 AS_IS = [
     w.name

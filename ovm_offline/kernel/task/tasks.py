@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 #: processes in one tree: a hostile children list must not run forever
 MAX_TREE = 4096
-#: include/linux/sched.h: PF_KTHREAD (unchanged since 2.6.27)
+#: include/linux/sched.h: PF_KTHREAD (unchanged since 2.6.27); PF_EXITING, set by exit_signals()
 PF_KTHREAD = 0x00200000
+PF_EXITING = 0x00000004
 
 #: fs/proc/array.c task_state_array, indexed by fls(state & TASK_REPORT)
 TASK_STATE_LETTERS = "RSDTtXZPI"
