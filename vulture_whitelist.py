@@ -15,7 +15,7 @@ _.pytest_collection_modifyitems
 _.pytestmark
 _.Ps  # plugins/linux/ovm.py: linux.ovm.Ps
 _.Dump  # plugins/linux/ovm.py: linux.ovm.Dump
-_.PsXView  # plugins/linux/ovm.py: linux.ovm.PsXView
+_.CrossView  # plugins/linux/ovm.py: linux.ovm.CrossView
 _.get_requirements
 _.minimum_address
 _.dependencies

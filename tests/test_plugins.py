@@ -51,9 +51,9 @@ def test_dump_plugin_saves_file_locks_when_asked_as_the_cli_does(recording, tmp_
     assert diff.same, diff.report()
 
 
-def test_psxview_plugin_shows_each_view_of_every_task_as_ps_check_does(recording):
+def test_crossview_plugin_shows_each_view_of_every_task_as_ps_check_does(recording):
     rec = recording("6.1", "counter")
-    result = vol(rec.elf, "linux.ovm.PsXView")
+    result = vol(rec.elf, "linux.ovm.CrossView")
     assert result.returncode == 0, result.stderr[-2000:]
     rows = {r["PID"]: r for r in json.loads(result.stdout)}
     root = rows[rec.manifest["root_pid"]]

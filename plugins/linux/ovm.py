@@ -1,7 +1,7 @@
 """Volatility 3 plugins over ovm-offline's library.
 
     vol -p plugins -f guest.kdump-zlib linux.ovm.Ps
-    vol -p plugins -f guest.elf linux.ovm.PsXView
+    vol -p plugins -f guest.elf linux.ovm.CrossView
 
 Importing this module also registers ovm-offline's kdump layer, so Volatility's own plugins
 read QEMU's kdump-compressed dumps too.
@@ -73,9 +73,10 @@ class Ps(interfaces.plugins.PluginInterface):
         )
 
 
-class PsXView(interfaces.plugins.PluginInterface):
+class CrossView(interfaces.plugins.PluginInterface):
     """Every task any of the kernel's views holds, with a column per view, and where they
-    disagree (ovm-offline's ps --check; Volatility 2's linux_psxview, for a snapshot)."""
+    disagree (ovm-offline's ps --check; Volatility 2's linux_psxview, for a snapshot). Not
+    named Ps*: Volatility takes a plugin name's prefix, and linux.ovm.Ps would match both."""
 
     _required_framework_version = (2, 0, 0)
     _version = (1, 0, 0)
@@ -138,7 +139,7 @@ class Dump(interfaces.plugins.PluginInterface):
             ),
             requirements.BooleanRequirement(
                 name="accept_inconsistent_views",
-                description="Dump a tree the kernel's views of its tasks disagree about (see PsXView)",
+                description="Dump a tree the kernel's views of its tasks disagree about (see CrossView)",
                 default=False,
                 optional=True,
             ),
