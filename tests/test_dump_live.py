@@ -82,9 +82,11 @@ def test_a_live_dump_refused_for_its_moment_pauses_the_guest_again(tmp_path, mon
         assert f"moment {n} of 3 refused: thread {roots[0]} was mid-way through something made up" in result.stderr
     if refused_moments == 3:
         assert isinstance(result.exception, MomentError) and result.exception.exit_code == ExitCode.MOMENT
-        assert str(result.exception).endswith(
-            "made up for this test (the last of 3 moments tried; each was refused for what a thread was doing then)"
-        )
+        # the moment's own refusals may be named beside the made-up one (a pipetree thread
+        # caught inside read() on a vCPU, as a CI run met once)
+        said = str(result.exception)
+        assert f"thread {roots[0]} was mid-way through something made up for this test" in said
+        assert said.endswith("(the last of 3 moments tried; each was refused for what a thread was doing then)")
         assert not images.exists() and not list(tmp_path.glob(".images*"))
         return
     assert result.exit_code == 0, result.stderr
