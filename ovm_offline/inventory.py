@@ -376,9 +376,9 @@ def read_checked_process_list(prog: Program) -> CheckedListing:
     from .kernel.crossview.check import cross_view  # what plain `ps` does not import
 
     views = cross_view(prog)
-    listed = {t.address_ for t in _task_list_leaders(prog)}
+    # a leader the task list does not hold (the views read it already; its walk is not repeated)
     hidden = [
-        prog.struct("task_struct", s.address) for s in views.tasks.values() if s.leader and s.address not in listed
+        prog.struct("task_struct", s.address) for s in views.tasks.values() if s.leader and "tasks" not in s.views
     ]
     listing = read_process_list(prog, hidden)
     about: dict[int, list[str]] = {}
@@ -400,13 +400,3 @@ def read_checked_process_list(prog: Program) -> CheckedListing:
         for p in listing.processes
     ]
     return CheckedListing(dataclasses.replace(listing, processes=processes), views)
-
-
-def _task_list_leaders(prog: Program) -> list[Struct]:
-    leaders = []
-    try:
-        for task in for_each_process(prog):
-            leaders.append(task)
-    except _NOT_READ:
-        pass  # the listing names the cut
-    return leaders

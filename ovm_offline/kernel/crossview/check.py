@@ -138,16 +138,8 @@ def cross_view(prog: Program) -> CrossView:
     return CrossView(sightings, found, tuple(v.name for v in views), unavailable, _moment(prog))
 
 
-_VIEW_RULE = {
-    "tasks": "init_task.tasks",
-    "tasks-prev": "init_task.tasks",
-    "children": "task_struct.children",
-    "pid-idr": "pid idr",
-    "threads": "signal_struct.thread_head",
-    "cpus": "task views",
-    "runqueues": "task views",
-    "files": "task views",
-}
+#: for each view, the invariant a view that cannot be read whole breaks
+_VIEW_RULE = {**MISSING_BREAKS, **dict.fromkeys(("cpus", "runqueues", "files"), "task views")}
 
 
 def _idle_tasks(prog: Program) -> set[int]:
