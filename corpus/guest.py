@@ -93,6 +93,38 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
+#: how a guest's RAM is given to QEMU, by name: its options ({ram} MiB in all, {half} of it
+#: each, {file} the memory file) and the least RAM the layout needs
+MEMORY_LAYOUTS: dict[str, tuple[tuple[str, ...], int]] = {
+    # one memory-backend-file: what every recording uses
+    "file": (
+        ("-machine", "pc,accel={accel},memory-backend=ram0", "-m", "{ram}M", "-object",
+         "memory-backend-file,id=ram0,size={ram}M,mem-path={file},share=on"),
+        0,
+    ),
+    # libvirt's <memoryBacking><source type='memfd'/><access mode='shared'/>
+    "memfd": (
+        ("-machine", "pc,accel={accel},memory-backend=ram0", "-m", "{ram}M", "-object",
+         "memory-backend-memfd,id=ram0,size={ram}M,share=on"),
+        0,
+    ),
+    # libvirt's memfd with two NUMA cells: equal memfds, one vCPU on each node
+    "numa-memfd": (
+        ("-machine", "pc,accel={accel}", "-m", "{ram}M",
+         "-object", "memory-backend-memfd,id=m0,size={half}M,share=on",
+         "-object", "memory-backend-memfd,id=m1,size={half}M,share=on",
+         "-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1"),
+        0,
+    ),
+    # q35 with more than 2.75 GiB: 2 GiB below the PCI hole, the rest from 4 GiB up
+    "q35-high": (
+        ("-machine", "q35,accel={accel},memory-backend=ram0", "-m", "{ram}M", "-object",
+         "memory-backend-file,id=ram0,size={ram}M,mem-path={file},share=on"),
+        3072,
+    ),
+}  # fmt: skip
+
+
 class Guest:
     """A QEMU x86-64 guest with RAM in a shared memory-backend-file, VMCOREINFO, QMP and a
     control serial port. Use as a context manager."""
@@ -109,10 +141,15 @@ class Guest:
         cpu: str | None = None,
         cmdline_extra: str = "",
         memory_dir: Path | None = None,
+        memory_layout: str = "file",
     ):
         self.workdir = workdir
         # memory_dir: where guest RAM's file lives instead (a tmpfs, for a background snapshot)
         self.memory_file = (memory_dir or workdir) / "guest-ram"
+        self.memory_layout = memory_layout
+        if memory_layout not in MEMORY_LAYOUTS:
+            raise ValueError(f"unknown memory layout {memory_layout!r} (known: {', '.join(MEMORY_LAYOUTS)})")
+        ram_mib = max(ram_mib, MEMORY_LAYOUTS[memory_layout][1])
         self.console_log = workdir / "console.log"
         self.socket_dir: Path | None = None  # made by start(), removed by stop()
         self.ram_mib = ram_mib
@@ -122,12 +159,10 @@ class Guest:
         cmdline = f"{KERNEL_ARGS} {cmdline_extra}".strip()
         self.argv = [
             "qemu-system-x86_64",
-            "-machine",
-            f"pc,accel={accel},memory-backend=ram0",
-            "-object",
-            f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.memory_file},share=on",
-            "-m",
-            f"{ram_mib}M",
+            *(
+                option.format(accel=accel, ram=ram_mib, half=ram_mib // 2, file=self.memory_file)
+                for option in MEMORY_LAYOUTS[memory_layout][0]
+            ),
             "-smp",
             str(smp),
             "-kernel",
@@ -371,6 +406,14 @@ class Guest:
     def send(self, line: str) -> None:
         assert self._ctl
         self._ctl.sendall(line.encode() + b"\n")
+
+    def memory_files(self) -> list[Path]:
+        """The host files of guest RAM: the memory file, or QEMU's memfds (as /proc/PID/fd/N)."""
+        if "memfd" not in self.memory_layout:
+            return [self.memory_file]
+        assert self.process
+        fd_dir = Path(f"/proc/{self.process.pid}/fd")
+        return sorted(p for p in fd_dir.iterdir() if os.readlink(p).startswith("/memfd:memory-backend-memfd"))
 
     # -- monitor ---------------------------------------------------------------------------
     def command(self, name: str, timeout: float = 600, **arguments) -> object:

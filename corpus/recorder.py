@@ -245,12 +245,19 @@ def _dig_holes(*files: Path) -> None:
 
 
 def record_with_live_dump(
-    kernel_name: str, workload_name: str, path: Path, dump_live, log=print, memory_dir: Path | None = None
+    kernel_name: str,
+    workload_name: str,
+    path: Path,
+    dump_live,
+    log=print,
+    memory_dir: Path | None = None,
+    memory_layout: str = "file",
 ) -> Recording:
     """Record an as-is workload into `path` (outside the cache), calling ``dump_live(guest,
     root_pid)`` while the workload runs, before the recorder's own pause: a tool reading the
     running guest (``ovm-offline dump --live``) sees it as a user's VM is. `memory_dir`: where
-    the guest's RAM file lives, if not in `path`."""
+    the guest's RAM file lives, if not in `path`; `memory_layout`: how QEMU is given the guest's
+    RAM (guest.MEMORY_LAYOUTS; a live/ snapshot is recorded only of a layout with one file)."""
     workload = get_workload(workload_name)
     if workload.moment != "as-is":
         raise CorpusError(f"{workload.name} is recorded stopped: nothing runs to dump live")
@@ -263,7 +270,9 @@ def record_with_live_dump(
         return dump_live(guest, root_pid)
 
     try:
-        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live_once, memory_dir)
+        return _record_into(
+            path, kernel_name, kernel, image, workload, log, 0, dump_live_once, memory_dir, memory_layout
+        )
     except GuestLost as first:
         if called:  # lost after the tool read the guest: its outcome is the caller's to judge
             raise
@@ -271,7 +280,7 @@ def record_with_live_dump(
         log(
             f"guest lost while recording {workload.name} on {kernel_name} ({str(first).splitlines()[0]}); trying once more"
         )
-        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live, memory_dir)
+        return _record_into(path, kernel_name, kernel, image, workload, log, 0, dump_live, memory_dir, memory_layout)
 
 
 def _golden_job_mode(workload: Workload) -> str:
@@ -291,6 +300,7 @@ def _record_into(
     take: int,
     dump_live=None,
     memory_dir: Path | None = None,
+    memory_layout: str = "file",
 ) -> Recording:
     cache.begin(path)
     log(f"recording {workload.name} on {kernel_name} in {path}")
@@ -327,6 +337,7 @@ def _record_into(
         cpu=workload.cpu,
         cmdline_extra=kernel.kernel.cmdline,
         memory_dir=memory_dir,
+        memory_layout=memory_layout,
     ) as guest:
         guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for {workload.name}")
         ready = guest.expect("RECORD-READY", 300, f"starting {workload.name} on {kernel_name}")
@@ -348,9 +359,11 @@ def _record_into(
         for fmt in (f for f in formats if f.startswith("kdump")):
             guest.command("dump-guest-memory", paging=False, protocol=f"file:{path / f'dump.{fmt}'}", format=fmt)
             dumps[fmt] = f"dump.{fmt}"
-        shutil.copyfile(guest.memory_file, path / "live" / "guest-ram")
-        (path / "live" / "registers.txt").write_text(guest.hmp("info registers -a"))
-        (path / "live" / "mtree.txt").write_text(guest.hmp("info mtree -f"))
+        memory_files = guest.memory_files()
+        if len(memory_files) == 1:  # a recorded live snapshot holds one RAM file
+            shutil.copyfile(memory_files[0], path / "live" / "guest-ram")
+            (path / "live" / "registers.txt").write_text(guest.hmp("info registers -a"))
+            (path / "live" / "mtree.txt").write_text(guest.hmp("info mtree -f"))
         status = guest.command("query-status")
         guest.command("cont")
         timings["paused"] = time.monotonic() - t
@@ -358,7 +371,7 @@ def _record_into(
             os.chmod(path / name, 0o644)  # QEMU creates dumps 0400
         # Most of a small guest's RAM is zero: stored as holes, a recording takes a quarter of
         # the disk (a clean CI records every workload on both kernels)
-        _dig_holes(path / "dump.elf", path / "live" / "guest-ram")
+        _dig_holes(path / "dump.elf", *([path / "live" / "guest-ram"] if len(memory_files) == 1 else []))
 
         guest.send("GO")
         t = time.monotonic()
@@ -387,7 +400,7 @@ def _record_into(
         timings={k: round(v, 2) for k, v in timings.items()},
     )
     (path / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    if workload.moment == "as-is":
+    if workload.moment == "as-is" and (path / "live" / "guest-ram").exists():
         log(f"{workload.name} on {kernel_name} take {take}: {on_vcpus(path / 'live')}")
     shutil.copyfile(work / "console.log", path / "console.log")
     shutil.rmtree(work)

@@ -4,6 +4,7 @@ kernel, with the workload's files recreated as they were, and the workload's own
 from __future__ import annotations
 
 import dataclasses
+import os
 import tarfile
 import tempfile
 import time
@@ -62,6 +63,20 @@ def files_at_images_moment(rec: Recording, images: Path, work: Path) -> Path:
     return cut
 
 
+def parent_chain(images: Path) -> dict[str, Path]:
+    """The dumps an incremental dump's `parent` links lead to, by their place beside "images"
+    on the guest's input disk (where the links, relative as criu makes them, find them)."""
+    chain: dict[str, Path] = {}
+    place, path = "images", images
+    while (path / "parent").is_symlink() and len(chain) < 64:
+        link = os.readlink(path / "parent")
+        place, path = os.path.normpath(f"{place}/{link}"), Path(os.path.normpath(path / link))
+        if place.startswith("..") or os.path.isabs(link):
+            raise CorpusError(f"{images}: its chain of parents leaves the images' directory ({link})")
+        chain[place] = path
+    return chain
+
+
 def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
     """Boot a fresh guest of the recording's kernel, restore `images` there and judge the run.
     A failed `criu restore` is a failed result, not an exception. A guest lost by itself (QEMU
@@ -103,6 +118,7 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
                 "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
                 "files.tar": files_at_images_moment(rec, images, work),
                 "images": images,
+                **parent_chain(images),
             },
         )
         jobs.blank_output_disk(work / "out.img", 64)

@@ -437,6 +437,17 @@ _AS_IS = (
         description="two threads busy on the vCPUs, a computation carried in general and SSE registers",
     ),
     Workload(
+        "spinners-crowded",
+        "spinners",
+        ("3",),
+        moment="as-is",
+        golden=False,
+        run_after_restore=0.5,
+        description="spinners with three threads on the two vCPUs: two share one, and a kernel thread that runs"
+        " between them hands the CPU to a thread whose FPU registers are not loaded (not a standard recording:"
+        " tests/test_dump_switch.py records it)",
+    ),
+    Workload(
         "spinners-avx",
         "spinners",
         ("2",),

@@ -3,7 +3,6 @@ input reach the user as one line and a non-zero exit status."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -19,6 +18,7 @@ from . import sources
 from .__main__ import terminated
 from .errors import INTERRUPTING_SIGNALS, ExitCode, MomentError, OvmError, raised_by_an_interruption
 from .listing import show_listing
+from .opening import opened_guest, snapshot_guest, snapshot_source
 from .terminal import ReaderGone, printable, printable_lines, say
 
 __all__ = ["cli", "main"]  # the `ovm-offline` command (pyproject [project.scripts])
@@ -51,8 +51,21 @@ class ByteSize(click.ParamType):
 
 
 def source_options(f):
-    """SOURCE (a dump file or recorded live snapshot directory), or --live --qmp --mem."""
-    f = click.option("--mem", "mem", type=click.Path(), help="With --live: the guest's memory-backend-file.")(f)
+    """SOURCE (a dump file or recorded live snapshot directory), or --live --qmp [--mem]."""
+    f = click.option(
+        "--mem",
+        "mem",
+        type=click.Path(),
+        help="With --live: one of the guest's memory backends' files (found through --qmp if not given).",
+    )(f)
+    f = click.option(
+        "--qemu-pid",
+        type=click.IntRange(1),
+        expose_value=False,
+        callback=lambda ctx, _param, value: ctx.meta.__setitem__("qemu_pid", value),
+        help="With --live: QEMU's process id, where the QMP socket's peer is not visible here (QEMU in another"
+        " pid namespace); its /proc/PID/fd holds a memfd's guest RAM.",
+    )(f)
     f = click.option("--qmp", "qmp", type=click.Path(), help="With --live: the guest's QMP socket.")(f)
     f = click.option("--live", is_flag=True, help="Read a running QEMU guest, paused while it is read.")(f)
     f = click.option(
@@ -69,35 +82,6 @@ def source_options(f):
         help="Another directory of ISF files (searched before the bundled ones).",
     )(f)
     return click.argument("source", required=False, type=click.Path())(f)
-
-
-@contextlib.contextmanager
-def opened_source(
-    source: str | None,
-    live: bool,
-    qmp: str | None,
-    mem: str | None,
-    vcpu_state: str | None = None,
-):
-    """The source to read: a dump file or recorded live directory, or with --live the running
-    guest (paused while the with-block runs)."""
-    if live:
-        if source or not (qmp and mem) or vcpu_state:
-            raise click.UsageError(
-                "--live takes --qmp SOCKET and --mem FILE instead of SOURCE (and reads the vCPUs itself)"
-            )
-        src = sources.open_live(qmp, mem)
-        try:
-            yield src
-        finally:
-            src.close()
-            if src.we_paused:
-                click.echo(f"guest was paused for {src.paused_seconds:.2f} s and is running again", err=True)
-        return
-    if not source:
-        raise click.UsageError("give a dump file or recorded live directory as SOURCE, or --live --qmp --mem")
-    with sources.open_source(source, vcpu_state) as opened:
-        yield opened
 
 
 # --- ps --------------------------------------------------------------------------------------
@@ -128,13 +112,12 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     ovm-offline ps guest.elf
     ovm-offline ps guest.kdump-zlib --tree
     ovm-offline ps guest.elf --check
-    ovm-offline ps --live --qmp /run/vm/qmp.sock --mem /dev/shm/vm-ram --json
+    ovm-offline ps --live --qmp /run/vm/qmp.sock --json
     """
     from . import inventory
 
     views = None
-    with opened_source(source, live, qmp, mem, vcpu_state) as src:
-        prog = open_guest_kernel(src, symbol_dirs)
+    with opened_guest(source, live, qmp, mem, vcpu_state, symbol_dirs) as (src, prog):
         if check:
             checked = inventory.read_checked_process_list(prog)
             listing, views = checked.listing, checked.views
@@ -196,13 +179,14 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
 @click.option(
     "--precopy",
     is_flag=True,
-    help="With --live --qmp --mem: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
-    " snapshot beside -D), stop it only for the last pages and a check of the snapshot against --mem.",
+    help="With --live --qmp: stream guest RAM while the guest runs (QEMU's pre-copy migration, to a"
+    " snapshot beside -D), stop it only for the last pages and a check of the snapshot against guest RAM"
+    " (one memory backend).",
 )
 @click.option(
     "--background",
     is_flag=True,
-    help="With --live --qmp --mem on tmpfs or hugetlbfs: stop the guest only to read its registers and"
+    help="With --live --qmp, guest RAM on tmpfs or hugetlbfs: stop the guest only to read its registers and"
     " write-protect its RAM (QEMU's background snapshot), then stream guest RAM as it was then while it runs.",
 )
 @click.option(
@@ -219,60 +203,59 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     help="Dump a tree the kernel's views of its tasks disagree about (see `ps --check`; refused otherwise):"
     " the images directory then names each disagreement in ovm-offline-inconsistent-views.txt.",
 )
+@click.option(
+    "--prev-images-dir",
+    metavar="DIR",
+    help="An earlier dump of the same tree (a path relative to -D, as criu's): pages unchanged since"
+    " are named in it (PE_PARENT, a `parent` link to DIR), not written; `criu restore` follows the chain.",
+)
+@click.option(
+    "--pre-dump",
+    is_flag=True,
+    help="Write the tree's memory only, as `criu pre-dump` does: a parent for later dumps (--prev-images-dir).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
-def dump(
-    source,
-    live,
-    qmp,
-    mem,
-    vcpu_state,
-    symbol_dirs,
-    pid,
-    container,
-    skip_unsupported,
-    directory,
-    force,
-    network_lock,
-    file_locks,
-    ghost_limit,
-    precopy,
-    background,
-    attempts,
-    accept_inconsistent_views,
-    quiet,
-) -> None:
+def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, directory, force, **choices) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
 
     \b
     ovm-offline dump guest.elf --pid 10000 -D images/
     ovm-offline dump guest.kdump-zlib -t 10000 -D images/ --force
-    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
-    ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
+    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/
+    ovm-offline dump --live --precopy --qmp /run/vm/qmp-tool.sock -t 10000 -D images/
     ovm-offline dump --live --background --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/
-    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock --mem /dev/shm/vm-ram -t 10000 -D images/ --attempts 10
+    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/ --attempts 10
     ovm-offline dump guest.elf --container "pidns:4026532172 cgroup:/ovmbox" -D images/
     ovm-offline dump guest.elf --pid 10000 --network-lock nftables -D images/
     ovm-offline dump guest.elf --pid 10000 --file-locks -D images/
     ovm-offline dump guest.elf --pid 10000 --ghost-limit 64M -D images/
     ovm-offline dump guest.elf --pid 10000 --accept-inconsistent-views -D images/
+    ovm-offline dump --live --background --qmp /run/vm/qmp-tool.sock -t 10000 -D images/1 --pre-dump
+    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/2 --prev-images-dir ../1
     """
     from . import dump as dumping
 
-    snapshot = _snapshot_mode(precopy, background, live and qmp and mem and not source and not vcpu_state)
+    quiet, attempts = choices.pop("quiet"), choices.pop("attempts")
+    snapshot = _snapshot_mode(
+        choices.pop("precopy"), choices.pop("background"), live and qmp and not source and not vcpu_state
+    )
     _check_dump_arguments(pid, container, directory, force)
     if not live:
         if click.get_current_context().get_parameter_source("attempts") == click.core.ParameterSource.COMMANDLINE:
             raise click.UsageError("--attempts takes --live: a dump file holds one moment")
         attempts = 1
-    options = dict(force=force, skip_unsupported=skip_unsupported, network_lock=network_lock, file_locks=file_locks)
-    options |= {"accept_inconsistent_views": True} if accept_inconsistent_views else {}
-    options |= {"ghost_limit": ghost_limit} if ghost_limit is not None else {}
+    # the library's own defaults where an option was not given
+    options = {"force": force} | {k: v for k, v in choices.items() if v is not None and v is not False}
+    if "prev_images_dir" in options:
+        dumping.ParentImages(
+            dumping.parent_path(directory, options["prev_images_dir"])
+        )  # before a live guest is paused
     for attempt in range(1, attempts + 1):
         opened = snapshot_source(snapshot, directory, qmp, mem, quiet) if snapshot else None
         src = None
         try:
-            with opened or opened_source(source, live, qmp, mem, vcpu_state) as src:
-                prog = open_guest_kernel(src, symbol_dirs)
+            guest = snapshot_guest(opened, symbol_dirs) if opened else None
+            with guest or opened_guest(source, live, qmp, mem, vcpu_state, symbol_dirs) as (src, prog):
                 summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
             break
         except MomentError as refused:
@@ -325,7 +308,7 @@ def _snapshot_mode(precopy: bool, background: bool, live_guest: bool) -> str | N
         raise click.UsageError("give --precopy or --background, not both")
     mode = "precopy" if precopy else "background" if background else None
     if mode and not live_guest:
-        raise click.UsageError(f"--{mode} takes --live --qmp SOCKET --mem FILE (and no SOURCE)")
+        raise click.UsageError(f"--{mode} takes --live --qmp SOCKET (and no SOURCE)")
     return mode
 
 
@@ -338,39 +321,6 @@ def _check_dump_arguments(pid, container, directory, force) -> None:
     if not directory:
         raise click.BadParameter("the images directory name is empty", param_hint="-D")
     check_target(Path(directory).absolute(), force)  # before pausing a live guest
-
-
-@contextlib.contextmanager
-def snapshot_source(mode: str, directory: str, qmp: str, mem: str, quiet: bool):
-    """A snapshot (`mode`: "precopy" or "background") of the running guest behind `qmp`, beside
-    the images directory while the dump reads it."""
-    from .output import scratch_directory
-
-    with scratch_directory(directory, mode) as snapshot:
-        report = _take_snapshot(mode, qmp, snapshot, mem)
-        if not quiet:
-            click.echo(report.line(), err=True)
-        with sources.open_source(snapshot) as opened:
-            opened.guest_runs_on = report.was_running
-            yield opened
-
-
-def _take_snapshot(mode: str, qmp: str, snapshot: Path, mem: str):
-    if mode == "precopy":
-        from .sources.precopy import precopy_snapshot
-
-        return precopy_snapshot(qmp, snapshot, mem)
-    from .sources.background import background_snapshot
-
-    return background_snapshot(qmp, snapshot, mem)
-
-
-def open_guest_kernel(src, symbol_dirs):
-    # from the kernel layer itself: importing inventory (and what names containers) would add
-    # to every dump's start-up
-    from .kernel.core.identify import open_kernel
-
-    return open_kernel(src, symbol_dirs)
 
 
 # --- convert, show, diff ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,14 +19,15 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
-from .errors import GuestDataError, MomentError, NoSuchProcess, UnsupportedError, writing_output
+from .criu.parent import PARENT_LINK, ParentImages
+from .errors import GuestDataError, ImageError, MomentError, NoSuchProcess, UnsupportedError, writing_output
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.ghost import DEFAULT_GHOST_LIMIT, Ghosts
 from .extract.mm import extract_mm
 from .extract.namespaces import tree_namespaces
-from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages
+from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages, write_pages_over_parent
 from .extract.runtimes import RuncContainer, runc_containers, runc_descriptors
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
@@ -70,14 +72,18 @@ class DumpSummary:
     directory: Path
     skipped: tuple[str, ...] = ()
     inconsistent: tuple[str, ...] = ()  # disagreements between the task views, taken anyway
+    parent_pages: int = 0  # unchanged since the parent dump (--prev-images-dir): not written
+    pre_dump: bool = False  # memory only (--pre-dump)
 
     def lines(self) -> list[str]:
         return (
             [
-                f"dumped pid {self.pid} ({self.comm}): {self.processes} process(es), {self.threads} thread(s)",
+                f"{'pre-dumped (memory only)' if self.pre_dump else 'dumped'} pid {self.pid} ({self.comm}):"
+                f" {self.processes} process(es), {self.threads} thread(s)",
                 f"wrote {self.images} images to {self.directory}: {self.pages} pages ({self.page_bytes / 2**20:.1f} MiB), "
                 f"{self.files} file entries, in {self.seconds:.2f} s",
             ]
+            + ([f"{self.parent_pages} pages unchanged since the parent dump, not written"] if self.parent_pages else [])
             + (
                 [f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
                 if self.swapped_pages
@@ -369,6 +375,8 @@ def dump(
     file_locks: bool = False,
     ghost_limit: int = DEFAULT_GHOST_LIMIT,
     accept_inconsistent_views: bool = False,
+    prev_images_dir: str | None = None,
+    pre_dump: bool = False,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
@@ -380,19 +388,49 @@ def dump(
     with no name left (unlinked while open) may hold to be saved as a ghost file.
     `accept_inconsistent_views`: dump a tree the kernel's views of its tasks disagree about
     (refused otherwise), naming each disagreement in the images directory's
-    INCONSISTENT_VIEWS_FILE."""
+    INCONSISTENT_VIEWS_FILE. `prev_images_dir`: criu's --prev-images-dir, a dump of the same
+    tree (relative paths from `directory`) whose unchanged pages this one names, not writes.
+    `pre_dump`: write the tree's memory only, as `criu pre-dump` does (a parent for later dumps)."""
     started = time.monotonic()
+    parent = parent_images(directory, prev_images_dir, pid) if prev_images_dir is not None else None
     root, inconsistent = tree_view_disagreements(prog, pid, accept_inconsistent_views)
     extraction = extract_tree(prog, root, save_locks=file_locks, ghost_limit=ghost_limit)
     skipped = decide(extraction.refusals, skip_unsupported)
     assert extraction.dump_set is not None  # decide() raised if a process or a namespace could not be saved
     extraction.dump_set.network_lock = network_lock
+    if parent is not None:
+        for proc in extraction.processes:
+            parent.pages(proc.pid)  # each pagemap checked before anything is written
     stats = PagesStats()
+    pages_writer, shmem_pages_writer = _page_writers(source, parent, stats, progress)
+    with atomic_directory(directory, force) as tmp:
+        if pre_dump:
+            written = build.write_pre_dump(extraction.dump_set, tmp, pages_writer)
+        else:
+            written = build.write_dump(
+                extraction.dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer
+            )
+        if inconsistent:
+            (tmp / INCONSISTENT_VIEWS_FILE).write_text("".join(f"{line}\n" for line in inconsistent))
+        if prev_images_dir is not None:
+            os.symlink(prev_images_dir, tmp / PARENT_LINK)  # as criu links it: the path as given
+    summary = _summary(
+        pid, extraction, written, stats, time.monotonic() - started, Path(directory), skipped, inconsistent
+    )
+    return dataclasses.replace(summary, pre_dump=pre_dump)
+
+
+def _page_writers(source: PhysicalSource, parent: ParentImages | None, stats: PagesStats, progress):
+    """The writers of a process's pages (over its parent dump's, if any) and of a shmem file's."""
 
     def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
         assert proc.mm is not None  # the writer writes no pages for a zombie
+        before = parent.pages(proc.pid) if parent is not None else None
         with writing_output(path), open(path, "wb") as out:
-            runs = write_pages(source, proc.mm, out, stats)
+            if before is None:
+                runs = write_pages(source, proc.mm, out, stats)
+            else:
+                runs = write_pages_over_parent(source, proc.mm, out, before.page, stats)
         if progress:
             progress(stats.bytes)
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
@@ -402,11 +440,30 @@ def dump(
             runs = write_page_runs(source, shm.pages, out, stats)
         return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
 
-    with atomic_directory(directory, force) as tmp:
-        written = build.write_dump(extraction.dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer)
-        if inconsistent:
-            (tmp / INCONSISTENT_VIEWS_FILE).write_text("".join(f"{line}\n" for line in inconsistent))
-    return _summary(pid, extraction, written, stats, time.monotonic() - started, Path(directory), skipped, inconsistent)
+    return pages_writer, shmem_pages_writer
+
+
+def parent_path(directory: str | Path, prev_images_dir: str) -> Path:
+    """Where the `parent` link of images directory `directory` (which need not exist yet) will
+    lead: `prev_images_dir` relative to it (an absolute one stays itself). `directory` is made
+    as a real directory, so ".." after it is its parent's real path."""
+    target = Path(directory).absolute()
+    target = target.parent.resolve() / target.name
+    parent = Path(os.path.normpath(target / prev_images_dir))
+    if parent == target or target in parent.parents:
+        raise ImageError(f"{parent}: a dump's parent cannot be its own images directory or inside it")
+    return parent
+
+
+def parent_images(directory: str | Path, prev_images_dir: str, pid: int) -> ParentImages:
+    """The parent dump of a dump into `directory`, refused unless it is a dump of the same tree."""
+    parent = ParentImages(parent_path(directory, prev_images_dir))
+    leader = parent.root_pid()
+    if leader is not None and leader != pid:
+        raise ImageError(
+            f"{parent.directory}: is a dump of the tree of PID {leader}, not of PID {pid}: a parent dump must be of the same tree"
+        )
+    return parent
 
 
 def _summary(pid, extraction, written, stats, seconds, directory, skipped, inconsistent) -> DumpSummary:
@@ -427,4 +484,5 @@ def _summary(pid, extraction, written, stats, seconds, directory, skipped, incon
         directory=directory,
         skipped=tuple(str(r) for r in skipped),
         inconsistent=tuple(inconsistent),
+        parent_pages=stats.parent_pages,
     )

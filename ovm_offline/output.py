@@ -40,9 +40,15 @@ _FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
+#: the link of an incremental dump to its parent (criu's CR_PARENT_LINK)
+_PARENT_LINK = "parent"
+
+
 def _not_images(target: Path) -> str | None:
     """What in directory `target` is not part of an images directory, if anything."""
     for entry in os.scandir(target):
+        if entry.name == _PARENT_LINK and entry.is_symlink():
+            continue
         if not entry.is_file(follow_symlinks=False) or not _IMAGES_DIR_FILE.fullmatch(entry.name):
             return entry.name
     return None

@@ -1,11 +1,17 @@
-"""`dump --live --background` of a guest nobody stopped anything in, its RAM on tmpfs: we stop
-it only to read its registers while QEMU write-protects its RAM, and RAM then streams while the
-workload runs on (memhog-writer rewrites its pages meanwhile). The images are exactly those of a
-one-pause dump of that stop (a dump-guest-memory taken right there gives byte-identical
-images); they restore in a fresh guest and the workload's checks pass."""
+"""`dump --live --background` of a guest nobody stopped anything in, its RAM on tmpfs: QEMU
+stops it only to save its device state (the vCPUs' registers among it) and write-protect its RAM,
+and RAM then streams while the workload runs on (memhog-writer rewrites its pages meanwhile).
+
+A snapshot taken with a stop of the test's own before QEMU's (`on_paused`) is checked against
+what the test sees there: the vCPUs read from QEMU's device state are those HMP prints at that
+stop, register for register, FPU and vector registers included, and its images are exactly those
+of a one-pause dump of that stop (a dump-guest-memory taken right there gives byte-identical
+images). The CLI's snapshot (QEMU's stop alone) restores in a fresh guest and the workload's
+checks pass."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,7 +22,9 @@ from corpus import kernels
 from corpus.recorder import record_with_live_dump
 from corpus.restore import restore
 from ovm_offline.errors import ExitCode
+from ovm_offline.sources import open_source
 from ovm_offline.sources.background import background_snapshot
+from ovm_offline.sources.hmp_registers import parse_registers
 from tests.support.cli import MOMENTS, dump_from, ovm, tree_digest
 from tests.support.corpus_cases import skip_unless_live
 
@@ -41,12 +49,14 @@ def ram_on_tmpfs():
 def test_background_images_are_those_of_the_stop_and_restore(tmp_path, ram_on_tmpfs, kernel, workload):
     skip_unless_live(kernel, workload)
     snapshot, at_stop, images = tmp_path / "snapshot", tmp_path / "at-stop.elf", tmp_path / "images"
+    hmp_registers = tmp_path / "registers-at-stop.txt"
     from_snapshot = tmp_path / "from-snapshot"
     said: list[str] = []
 
     def dump_live(guest, root):
         def paused(execute):
             execute("dump-guest-memory", {"paging": False, "protocol": f"file:{at_stop}"})
+            hmp_registers.write_text(execute("human-monitor-command", {"command-line": "info registers -a"}))
 
         for _ in range(MOMENTS):  # a thread caught mid-way (exit 8): the test's snapshot takes another moment
             shutil.rmtree(snapshot, ignore_errors=True)
@@ -73,7 +83,13 @@ def test_background_images_are_those_of_the_stop_and_restore(tmp_path, ram_on_tm
     assert "background snapshot: guest paused for" in said[0] and f"dumped pid {root}" in said[0]
     assert said[0].count("background snapshot: guest paused for") == said[0].count(" refused: ") + 1, said[0]
     assert not list(tmp_path.glob(".images.partial-*")), "the background snapshot was left behind"
-    one_pause = dump_from(at_stop, root, tmp_path / "from-elf", "--vcpu-state", str(snapshot / "registers.txt"))
+    with open_source(snapshot) as src:
+        from_device_state = src.vcpus()
+    printed = parse_registers(hmp_registers.read_text())
+    assert len(printed) == 2 and all(v.gprs and v.fpu for v in printed), "no 64-bit vCPU state to compare"
+    # HMP prints no MSR_KERNEL_GS_BASE
+    assert [dataclasses.replace(v, kernel_gs_base=None) for v in from_device_state] == printed
+    one_pause = dump_from(at_stop, root, tmp_path / "from-elf", "--vcpu-state", str(hmp_registers))
     assert tree_digest(from_snapshot) == tree_digest(one_pause)
     result = restore(rec, images, log=lambda m: None)
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"

@@ -47,7 +47,7 @@ def test_precopy_images_are_those_of_the_stop_and_restore(tmp_path, kernel, work
                 break
         assert first.returncode == 0, first.stderr
         result = ovm(
-            "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path), "--mem", str(guest.memory_file),
+            "dump", "--live", "--precopy", "--qmp", str(guest.qmp_tool_path),  # its RAM found through QMP
             "--pid", str(root), "-D", str(images), "--attempts", str(MOMENTS),
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

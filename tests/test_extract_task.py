@@ -389,3 +389,27 @@ def test_container_ids_are_namespaced(recording, kernel):
     assert sorted(p.global_pid for p in procs) == sorted(manifest["members"])
     inner = {p.pid: p for p in procs}
     assert inner[2].ppid == 1 and inner[1].ppid == 0  # the init's parent is outside the namespace
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_user_page_not_in_memory_is_refused_by_why(recording, kernel):
+    """task_read_user names why a user page cannot be read, by its page-table entry: none
+    (never touched), or a page-table page outside guest memory."""
+    from ovm_offline.errors import UnsupportedError
+    from ovm_offline.kernel.core.paging import PAGE_SIZE, NonPresent
+    from ovm_offline.kernel.task.tasks import _not_in_memory, task_page_tables, task_read_user
+
+    rec = recording(kernel, "counter")
+    with open_source(rec.elf) as src:
+        prog = open_kernel(src)
+        task = find_task(prog, rec.manifest["root_pid"])
+        assert task is not None
+        with pytest.raises(UnsupportedError, match=r"user page at 0x1000 has no page yet \(never touched"):
+            task_read_user(task, 0x1000, 8)  # below every mapping: an empty entry
+        pt = task_page_tables(task)
+        assert pt is not None and pt.lookup(0x1000) is None
+    assert (
+        _not_in_memory(NonPresent(0x1000, PAGE_SIZE, 1, 0x12340)) == "is not in memory (swapped out, or being migrated)"
+    )
+    assert _not_in_memory(NonPresent(0, 1 << 30, 3, 1 << 50)) == "has a page table outside guest memory"
+    assert "a huge page being migrated" in _not_in_memory(NonPresent(0, 2 << 20, 2, 0x12340))

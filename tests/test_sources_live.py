@@ -362,7 +362,7 @@ def test_the_vmcoreinfo_scan_finds_a_note_across_windows_and_keeps_little_reside
     import subprocess
     import sys
 
-    from ovm_offline.sources import live
+    from ovm_offline.sources import vmcoreinfo_scan as live
 
     note = build_note("VMCOREINFO", 0, b"OSRELEASE=6.1.0-test\n")
     monkeypatch.setattr(live, "_SCAN_WINDOW", 4096)
@@ -377,7 +377,7 @@ def test_the_vmcoreinfo_scan_finds_a_note_across_windows_and_keeps_little_reside
         f.write(note)
     script = (
         "import mmap, sys\n"
-        "from ovm_offline.sources.live import find_vmcoreinfo\n"
+        "from ovm_offline.sources.vmcoreinfo_scan import find_vmcoreinfo\n"
         "def kib(key): return int(next(l for l in open('/proc/self/status') if l.startswith(key)).split()[1])\n"
         "open('/proc/self/clear_refs', 'w').write('5')\n"
         "before = kib('VmRSS:')\n"
@@ -457,18 +457,26 @@ class Qemu:
     """A kernel-less QEMU (-S) with RAM in a memory-backend-file and two QMP sockets: one for
     LiveSource, one for the test to watch it."""
 
-    def __init__(self, workdir: Path, ram_mib: int = 64, ram_dir: Path | None = None) -> None:
+    def __init__(
+        self, workdir: Path, ram_mib: int = 64, ram_dir: Path | None = None, memory: list[str] | None = None
+    ) -> None:
         self.ram = (ram_dir or workdir) / "ram"
         self.qmp_path = workdir / "qmp.sock"
         self.ctl_path = workdir / "ctl.sock"
+        # `memory`: the machine and memory options instead of one memory-backend-file
         argv = [
             QEMU,
-            "-machine",
-            "pc,accel=tcg,memory-backend=ram0",
-            "-object",
-            f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.ram},share=on",
-            "-m",
-            f"{ram_mib}M",
+            *(
+                memory
+                or [
+                    "-machine",
+                    "pc,accel=tcg,memory-backend=ram0",
+                    "-object",
+                    f"memory-backend-file,id=ram0,size={ram_mib}M,mem-path={self.ram},share=on",
+                    "-m",
+                    f"{ram_mib}M",
+                ]
+            ),
             "-display",
             "none",
             "-S",
@@ -595,16 +603,19 @@ def test_wrong_memory_file_resumes_and_reports(qemu, tmp_path):
     _wait_for_firmware(qemu)
     other = tmp_path / "other"
     other.write_bytes(bytes(1 << 20))
-    with pytest.raises(SourceError, match="not the mem-path of any memory backend .*ram0"):
+    with pytest.raises(
+        SourceError,
+        match=r"is not the memory of any memory backend of this QEMU \(backends: ram0 \(memory-backend-file, 64 MiB\)\)",
+    ):
         LiveSource(qemu.qmp_path, other)
     assert qemu.status()["running"]
 
 
 def test_guest_is_resumed_when_interrupted_while_opening(qemu, monkeypatch):
-    from ovm_offline.sources import live
+    from ovm_offline.sources import qmp
 
     _wait_for_firmware(qemu)
-    real_hmp = live._Qmp.hmp
+    real_hmp = qmp.QmpSession.hmp
 
     def interrupted(self, command_line):
         if command_line.startswith("info registers"):
@@ -612,7 +623,7 @@ def test_guest_is_resumed_when_interrupted_while_opening(qemu, monkeypatch):
             raise KeyboardInterrupt
         return real_hmp(self, command_line)
 
-    monkeypatch.setattr(live._Qmp, "hmp", interrupted)
+    monkeypatch.setattr(qmp.QmpSession, "hmp", interrupted)
     with pytest.raises(KeyboardInterrupt):
         LiveSource(qemu.qmp_path, qemu.ram)
     assert qemu.status()["running"]

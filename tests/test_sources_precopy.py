@@ -125,7 +125,7 @@ def test_precopy_takes_live_and_qmp():
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2 and "--precopy takes --live --qmp SOCKET --mem FILE" in result.stderr
+    assert result.returncode == 2 and "--precopy takes --live --qmp SOCKET (and no SOURCE)" in result.stderr
 
 
 def test_a_full_disk_while_streaming_is_one_line_and_the_guest_runs_on(qemu, tmp_path, monkeypatch):  # noqa: F811
@@ -203,7 +203,7 @@ def test_a_memory_file_of_the_right_size_that_is_not_the_guests_is_refused(qemu,
     copy = tmp_path / "copy-of-ram"
     shutil.copyfile(qemu.ram, copy)
     snap = _snapshot_dir(tmp_path)
-    with pytest.raises(SourceError, match=r"copy-of-ram: is not the mem-path of any memory backend of this QEMU"):
+    with pytest.raises(SourceError, match=r"copy-of-ram: is not the memory of any memory backend of this QEMU"):
         precopy_snapshot(qemu.qmp_path, snap, copy)
     assert qemu.status()["running"]
     assert "status" not in qemu.cmd("query-migrate"), "a migration was started"

@@ -24,7 +24,7 @@ grow with the size of the process.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from ..errors import UnsupportedError
@@ -34,6 +34,7 @@ from ..state import MmState, PageRun, UserWrite
 __all__ = [
     "PAGE_SIZE",
     "PE_LAZY",
+    "PE_PARENT",
     "PE_PRESENT",
     "PIPE_MAX_PAGES",
     "PagesStats",
@@ -41,6 +42,7 @@ __all__ = [
     "pagemap_entries",
     "write_page_runs",
     "write_pages",
+    "write_pages_over_parent",
 ]
 
 
@@ -74,6 +76,7 @@ class PagesStats:
     entries: int = 0
     copies: int = 0  # source.copy_to calls (physically contiguous stretches)
     lazy_pages: int = 0
+    parent_pages: int = 0  # unchanged since a parent dump: PE_PARENT entries, not written
 
 
 class _Ppb:
@@ -197,3 +200,55 @@ def write_page_runs(
     st.lazy_pages += sum(r.length for r in runs if r.lazy) // PAGE_SIZE
     st.entries += len(entries)
     return entries
+
+
+#: how much guest memory is read at a time to be compared with a parent dump's pages
+_COMPARE_BYTES = 1 << 20
+
+
+def write_pages_over_parent(
+    source: PhysicalSource,
+    mm: MmState,
+    pages_file: BinaryIO,
+    parent_page: Callable[[int], bytes | None],
+    stats: PagesStats | None = None,
+) -> list[PagemapRun]:
+    """write_pages for a dump with a parent (criu --prev-images-dir): a page whose bytes equal
+    the parent's page at the same address (`parent_page(vaddr)`, None where it has none) is
+    a PE_PARENT entry and not written; the others are written as write_pages writes them.
+    Content decides, not a dirty log (QEMU's is not exact under TCG). A page the kernel would
+    still write into (`user_writes`) is always written."""
+    st = stats if stats is not None else PagesStats()
+    written = {
+        page * PAGE_SIZE
+        for w in mm.user_writes
+        for page in range(w.vaddr // PAGE_SIZE, (w.vaddr + max(len(w.data), 1) - 1) // PAGE_SIZE + 1)
+    }
+    changed: list[PageRun] = []
+    kept: list[list[int]] = []  # [vaddr, nr_pages] of runs the parent holds
+    for run in mm.pages:
+        for at in range(0, run.length, _COMPARE_BYTES):
+            chunk = source.read(run.paddr + at, min(_COMPARE_BYTES, run.length - at))
+            for i in range(0, len(chunk), PAGE_SIZE):
+                vaddr, paddr = run.vaddr + at + i, run.paddr + at + i
+                if vaddr not in written and parent_page(vaddr) == chunk[i : i + PAGE_SIZE]:
+                    if kept and kept[-1][0] + kept[-1][1] * PAGE_SIZE == vaddr:
+                        kept[-1][1] += 1
+                    else:
+                        kept.append([vaddr, 1])
+                    continue
+                last = changed[-1] if changed else None
+                if (
+                    last
+                    and last.vaddr + last.length == vaddr
+                    and last.paddr + last.length == paddr
+                    and last.lazy == run.lazy
+                ):
+                    changed[-1] = dataclasses.replace(last, length=last.length + PAGE_SIZE)
+                else:
+                    changed.append(PageRun(vaddr, paddr, PAGE_SIZE, run.lazy))
+    entries = write_pages(source, dataclasses.replace(mm, pages=changed), pages_file, st)
+    entries += [PagemapRun(vaddr, n, PE_PARENT) for vaddr, n in kept]
+    st.parent_pages += sum(n for _, n in kept)
+    st.entries += len(kept)
+    return sorted(entries, key=lambda e: e.vaddr)

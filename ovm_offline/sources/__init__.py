@@ -79,12 +79,19 @@ def _open_source(path: Path) -> PhysicalSource:
     raise fail(path, "unknown format: not an ELF core, kdump or flattened makedumpfile stream")
 
 
-def open_live(qmp: str | os.PathLike[str], mem: str | os.PathLike[str]) -> LiveSource:
-    """Pause (if running) the QEMU guest behind QMP socket `qmp` and read its RAM from the
-    memory-backend-file `mem`; closing the source resumes a guest it paused."""
+def open_live(
+    qmp: str | os.PathLike[str],
+    mem: str | os.PathLike[str] | None = None,
+    pause: bool = True,
+    qemu_pid: int | None = None,
+) -> LiveSource:
+    """The QEMU guest behind QMP socket `qmp`, its RAM mapped from its memory backends' files
+    (found through QMP and QEMU's /proc/PID/fd; `mem`, if given, must be one of them), paused
+    now (if running) or at the source's pause(); closing the source resumes a guest it paused.
+    `qemu_pid`: QEMU's pid where the socket's peer is not visible (another pid namespace)."""
     from .live import LiveSource
 
-    return LiveSource(qmp, mem)
+    return LiveSource(qmp, mem, pause=pause, qemu_pid=qemu_pid)
 
 
 __all__ = [

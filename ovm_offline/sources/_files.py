@@ -23,6 +23,7 @@ __all__ = [
     "RunMap",
     "fail",
     "open_input",
+    "read_binary_input",
     "read_text_input",
     "unreadable",
     "write_zeros",
@@ -78,14 +79,19 @@ MAX_TEXT_BYTES = 16 << 20
 def read_text_input(path: str | os.PathLike[str], what: str) -> str:
     """The text of a regular file of at most MAX_TEXT_BYTES, refused by name otherwise: a FIFO
     would wait for a writer forever, a device (/dev/zero) stream without end."""
+    return read_binary_input(path, what, MAX_TEXT_BYTES).decode("utf-8", "replace")
+
+
+def read_binary_input(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, refused by name otherwise."""
     fd = open_input(path, what)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise fail(path, f"is a block device, not {what}")
         size = file_size(fd)
-        if size > MAX_TEXT_BYTES:
-            raise fail(path, f"is {size} bytes, more than {MAX_TEXT_BYTES >> 20} MiB: not {what}")
-        return os.pread(fd, size, 0).decode("utf-8", "replace")
+        if size > limit:
+            raise fail(path, f"is {size} bytes, more than {limit >> 20} MiB: not {what}")
+        return os.pread(fd, size, 0)
     except OSError as exc:
         raise fail(path, f"cannot read: {exc.strerror or exc}") from None
     finally:

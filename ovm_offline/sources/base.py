@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
-__all__ = ["PhysicalRun", "PhysicalSource", "VcpuFpu", "VcpuState", "iter_chunks"]
+__all__ = ["PhysicalRun", "PhysicalSource", "VcpuFpu", "VcpuState", "iter_chunks", "user_regs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +53,16 @@ class VcpuState:
     #: fs_base, gs_base, ds, es, fs, gs)
     gprs: dict[str, int] | None = None
     fpu: VcpuFpu | None = None
+
+
+def user_regs(registers: dict[str, int], segments: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """A vCPU's general registers by user_regs_struct name (`registers`: rax..r15, rip,
+    eflags) with its segment selectors and FS/GS bases (`segments`: es..gs as (selector,
+    base)), as VcpuState.gprs carries them; orig_rax -1, as a vCPU has no system call number."""
+    gprs = dict(registers)
+    gprs.update({name: selector for name, (selector, _) in segments.items()})
+    gprs.update(fs_base=segments["fs"][1], gs_base=segments["gs"][1], orig_rax=(1 << 64) - 1)
+    return gprs
 
 
 class PhysicalSource(Protocol):

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ._files import fail, read_text_input
-from .base import PhysicalSource, VcpuFpu, VcpuState
+from .base import PhysicalSource, VcpuFpu, VcpuState, user_regs
 
 __all__ = ["VcpuStateOverlay", "merge_vcpu_state", "parse_registers"]
 
@@ -86,9 +86,7 @@ def _vcpu(index: int, block: str) -> VcpuState:
     cpl = _CPL.search(block)
     gprs: dict[str, int] | None = None
     if all(name in regs for name in _GPR_NAMES) and len(segments) == 6:
-        gprs = {_GPR_NAMES[name]: value for name, value in regs.items() if name in _GPR_NAMES}
-        gprs.update({name: sel for name, (sel, _) in segments.items()})
-        gprs.update(fs_base=segments["fs"][1], gs_base=segments["gs"][1], orig_rax=(1 << 64) - 1)
+        gprs = user_regs({_GPR_NAMES[name]: value for name, value in regs.items() if name in _GPR_NAMES}, segments)
     return VcpuState(
         index=index,
         cr3=regs.get("CR3"),

@@ -1,9 +1,12 @@
-"""Guest RAM straight from QEMU's memory-backend-file, for a live (paused) guest or a recorded copy.
+"""Guest RAM straight from the files of QEMU's memory backends, for a live (paused) guest or a
+recorded copy.
 
-The file is one RAM memory region; where its bytes appear in guest-physical space comes from
-HMP `info mtree -f` (the flat view of address space "memory": each range names the region it
-shows and the offset into it, so the pc machine's ram-below-4g/ram-above-4g aliases arrive
-already resolved). vCPU registers come from HMP `info registers -a` (hmp_registers.py).
+Each file is one RAM memory region, named after its backend (backends.py finds them: files,
+memfds, several); where its bytes appear in guest-physical space comes from HMP
+`info mtree -f` (the flat view of address space "memory": each range names the region it shows
+and the offset into it, so the pc machine's ram-below-4g/ram-above-4g aliases, NUMA nodes and
+DIMMs arrive already resolved). vCPU registers come from HMP `info registers -a`
+(hmp_registers.py).
 
 A recorded snapshot is a directory with `guest-ram` (a copy of the file), `mtree.txt` and
 `registers.txt` (the two HMP outputs, saved at the same moment).
@@ -12,20 +15,20 @@ A recorded snapshot is a directory with `guest-ram` (a copy of the file), `mtree
 from __future__ import annotations
 
 import atexit
+import bisect
 import dataclasses
-import mmap
 import os
 import re
-import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from ._files import MappedFile, RunMap, fail, read_text_input
+from ._files import MappedFile, RunMap, fail, read_binary_input, read_text_input
+from .backends import backend_files, memory_backends
 from .base import PhysicalRun, VcpuState
 from .hmp_registers import parse_registers
-from .notes import parse_vmcoreinfo
+from .qmp import QMP_TIMEOUT, QmpSession
+from .vmcoreinfo_scan import find_vmcoreinfo, find_vmcoreinfo_at
 from .watchdog import Watchdog
 
 __all__ = [
@@ -33,20 +36,22 @@ __all__ = [
     "RECORDED_MEMORY",
     "RecordedLiveSource",
     "find_vmcoreinfo",
+    "locate_guest_ram",
     "memdev_backed_by",
     "guess_memdev",
     "is_recorded_live",
     "parse_mtree_flat",
     "parse_registers",
     "ram_layout",
+    "single_ram_file",
 ]
 
 
 RECORDED_MEMORY = "guest-ram"
 RECORDED_MTREE = "mtree.txt"
 RECORDED_REGISTERS = "registers.txt"
-
-QMP_TIMEOUT = 10.0
+#: QEMU's device state at a background snapshot's stop, which holds its vCPUs' registers (vmstate.py)
+RECORDED_VMSTATE = "vmstate"
 
 
 # ==== HMP text ====================================================================================
@@ -123,168 +128,139 @@ def guess_memdev(ranges: list[FlatRange], file_size: int) -> str | None:
     return max(candidates, key=lambda name: totals[name]) if candidates else None
 
 
-# ==== VMCOREINFO in guest RAM =====================================================================
-# search for the name, not the zero note type before it: a pattern starting with a rare byte
-# lets find() skip through memory (a leading NUL matches everywhere in zeroed RAM)
-_VMCOREINFO_NAME = b"VMCOREINFO\x00\x00"
-_SCAN_WINDOW = 16 << 20  # read, then let go of: the peak RSS of a live dump is ~40 MiB plus this
-_PAGE = 4096
-_NAME_WORD = int.from_bytes(_VMCOREINFO_NAME[:4], "little")
-_MAX_VMCOREINFO = 1 << 16
+def locate_guest_ram(qmp: QmpSession, ranges: list[FlatRange], given: str | None = None) -> dict[str, str]:
+    """The host file of every memory backend that guest memory shows (backends.py); `given`
+    (--mem) must be one of them."""
+    found = memory_backends(qmp)
+    return backend_files(qmp, found, {b.id: ram_layout(ranges, b.id) for b in found}, given)
 
 
-def find_vmcoreinfo(data: Any) -> dict[str, str] | None:
-    """The guest kernel's VMCOREINFO ELF note, found in RAM the way QEMU's vmcoreinfo device
-    would hand it over: namesz 11, type 0, "VMCOREINFO", text starting with OSRELEASE=. Linux
-    allocates the note page-aligned, so the start of every page is looked at first (one word
-    a page: about ten times faster than searching every byte); only when none holds it is all
-    of RAM searched, and the first unaligned copy taken (a kernel that keeps the note in its
-    data). An mmap is read a window at a time, each let go of once read: the note can sit GiBs
-    in, and every page read would otherwise stay resident in this process."""
-    for head in _page_starts_named(data):
-        note = _note_at(data, head)
-        if note is not None:
-            return note
-    for hit in _find_all(data, _VMCOREINFO_NAME):
-        head = hit - 12
-        if head >= 0 and head % 4 == 0 and (note := _note_at(data, head)) is not None:
-            return note
-    return None
-
-
-def _note_at(data: Any, head: int) -> dict[str, str] | None:
-    """The VMCOREINFO note whose header is at `head`, if that is one."""
-    if head + 24 > len(data):
-        return None
-    namesz, descsz, ntype = struct.unpack_from("<III", data, head)
-    desc = head + 12 + 12
-    if namesz != 11 or ntype != 0 or not 0 < descsz <= _MAX_VMCOREINFO or desc + descsz > len(data):
-        return None
-    if bytes(data[head + 12 : head + 24]) != _VMCOREINFO_NAME:
-        return None
-    text = bytes(data[desc : desc + descsz])
-    return parse_vmcoreinfo(text) if text.startswith(b"OSRELEASE=") else None
-
-
-def _page_starts_named(data: Any) -> Iterator[int]:
-    """Offsets of the pages of `data` whose bytes 12..15 are "VMCO" (where a page-aligned note
-    has its name), read as one word a page."""
-    release = getattr(data, "madvise", None)
-    end = len(data) // _PAGE * _PAGE
-    with memoryview(data) as whole:
-        for window in range(0, end, _SCAN_WINDOW):
-            stop = min(end, window + _SCAN_WINDOW)
-            with whole[window:stop] as piece, piece.cast("I") as words, words[3 :: _PAGE // 4] as name_words:
-                found = [i for i, word in enumerate(name_words.tolist()) if word == _NAME_WORD]
-            yield from (window + i * _PAGE for i in found)
-            if release is not None:
-                release(mmap.MADV_DONTNEED, window, stop - window)
-
-
-def _find_all(data: Any, needle: bytes) -> Iterator[int]:
-    """Offsets of `needle` in `data` (an mmap, or bytes), in order."""
-    release = getattr(data, "madvise", None)
-    end = len(data)
-    for window in range(0, end, _SCAN_WINDOW):
-        stop = min(end, window + _SCAN_WINDOW + len(needle) - 1)  # a hit across the border
-        pos = window
-        while (hit := data.find(needle, pos, stop)) >= 0:
-            pos = hit + 1
-            yield hit
-        if release is not None:
-            release(mmap.MADV_DONTNEED, window, min(_SCAN_WINDOW, end - window))
-
-
-def memdev_backed_by(qmp: _Qmp, memory_file: str | os.PathLike[str]) -> str:
-    """The id of the memory backend of the QEMU behind `qmp` whose mem-path is `memory_file`;
+def memdev_backed_by(qmp: QmpSession, memory_file: str | os.PathLike[str]) -> str:
+    """The id of the memory backend of the QEMU behind `qmp` whose memory is `memory_file`;
     SourceError if none is (another guest's file, or a copy)."""
-    backends = qmp.execute("query-memdev")
-    ids = [b.get("id") for b in backends if b.get("id")]
-    for backend_id in ids:
+    try:
+        ranges = parse_mtree_flat(qmp.hmp("info mtree -f"))
+    except ValueError as exc:
+        raise fail(qmp.where, f"cannot place guest RAM: {exc}") from None
+    files = locate_guest_ram(qmp, ranges, str(memory_file))
+    return next(backend_id for backend_id, path in files.items() if path == str(memory_file))
+
+
+def single_ram_file(qmp_socket: str | os.PathLike[str], snapshot: str) -> str:
+    """The file of the one memory backend of the guest behind `qmp_socket`, for a `snapshot`
+    that streams one RAM block (QEMU's pre-copy and background snapshots)."""
+    qmp = QmpSession(str(qmp_socket), QMP_TIMEOUT)
+    try:
         try:
-            mem_path = qmp.execute("qom-get", {"path": f"/objects/{backend_id}", "property": "mem-path"})
-        except Exception:
-            continue  # memory-backend-ram has no mem-path
-        try:
-            if os.path.samefile(mem_path, memory_file):
-                return backend_id
-        except OSError:
-            continue
-    raise fail(
-        memory_file,
-        f"is not the mem-path of any memory backend of this QEMU (backends: {', '.join(ids) or 'none'})",
-    )
+            ranges = parse_mtree_flat(qmp.hmp("info mtree -f"))
+        except ValueError as exc:
+            raise fail(qmp_socket, f"cannot place guest RAM: {exc}") from None
+        files = locate_guest_ram(qmp, ranges)
+    finally:
+        qmp.close()
+    if len(files) != 1:
+        raise fail(
+            qmp_socket,
+            f"guest RAM is in {len(files)} memory backends ({', '.join(files)}), and a {snapshot} snapshot"
+            " streams one; dump it with --live alone",
+        )
+    return next(iter(files.values()))
 
 
 # ==== sources =====================================================================================
 class RamFileSource:
-    """Guest RAM from a memory-backend-file (or a copy of it) plus the HMP texts that place it."""
+    """Guest RAM from memory backends' files (or a copy of one) plus the HMP texts that place it.
+    `files`: each backend's id (None: the RAM region the file fits, for a recorded copy) and file."""
 
     format_name = "live snapshot"
     guest_runs_on = False
 
-    def __init__(
-        self, memory_file: str | os.PathLike[str], mtree_text: str, registers_text: str, memdev: str | None = None
-    ) -> None:
-        self.memory_file = str(memory_file)
-        self._file = MappedFile(memory_file, "a guest memory file")
+    def __init__(self, files: dict[str | None, str] | dict[str, str], mtree_text: str, vcpus: list[VcpuState]) -> None:
+        self.memory_file = str(next(iter(files.values())))
+        self._files: list[MappedFile] = []
         try:
-            self._setup(mtree_text, registers_text, memdev)
+            for path in files.values():
+                self._files.append(MappedFile(path, "a guest memory file"))
+            self._setup(list(files), mtree_text)
+            self._vcpus = vcpus
         except BaseException:
-            self._file.close()
+            self.close()
             raise
         self._vmcoreinfo: dict[str, str] | None | bool = False  # False: not looked for yet
+        self._vmcoreinfo_at: tuple[MappedFile, int, bytes] | None = None
 
-    def _setup(self, mtree_text: str, registers_text: str, memdev: str | None) -> None:
+    def _setup(self, memdevs: list[str | None], mtree_text: str) -> None:
         where = self.memory_file
         try:
             ranges = parse_mtree_flat(mtree_text)
         except ValueError as exc:
             raise fail(where, f"cannot place guest RAM: {exc}") from None
-        if memdev is None:
-            memdev = guess_memdev(ranges, self._file.size)
+        self.memdevs: list[str] = []
+        self._bases: list[int] = []  # each file's place in one virtual concatenation of them all
+        entries: list[tuple[int, int, int]] = []
+        base = 0
+        for memdev, mapped in zip(memdevs, self._files):
+            memdev = memdev if memdev is not None else guess_memdev(ranges, mapped.size)
             if memdev is None:
-                raise fail(where, "no RAM region of `info mtree -f` fits in this memory file")
-        layout = ram_layout(ranges, memdev)
-        if not layout:
-            raise fail(where, f"`info mtree -f` maps no guest memory from region {memdev!r}")
-        for _start, length, offset in layout:
-            if offset + length > self._file.size:
-                raise fail(
-                    where,
-                    f"region {memdev!r} maps file offset {offset:#x}+{length:#x}, beyond the file's {self._file.size:#x} bytes",
-                )
-        self.memdev = memdev
-        self.layout = layout
-        self._map = RunMap(where, layout)
-        self._vcpus = parse_registers(registers_text)
+                raise fail(mapped.name, "no RAM region of `info mtree -f` fits in this memory file")
+            layout = _file_layout(ranges, memdev, mapped)
+            self.memdevs.append(memdev)
+            self._bases.append(base)
+            entries += [(start, length, base + offset) for start, length, offset in layout]
+            base += mapped.size
+        self.memdev = self.memdevs[0]
+        self.layout = sorted(entries)
+        self._map = RunMap(where, entries)
+
+    def layout_of(self, memdev: str) -> list[tuple[int, int, int]]:
+        """`memdev`'s (guest-physical start, length, offset in its own file), as placed here."""
+        i = self.memdevs.index(memdev)
+        base, end = self._bases[i], self._bases[i] + self._files[i].size
+        return [(s, n, o - base) for s, n, o in self.layout if base <= o < end]
 
     def runs(self) -> list[PhysicalRun]:
         return self._map.runs()
 
-    def _pieces(self, paddr: int, length: int) -> list[tuple[int, int]]:
-        """(file offset, size) pieces of a guest-physical range; every run here is file-backed."""
-        return [(offset or 0, size) for _addr, size, offset in self._map.pieces(paddr, length)]
+    def _pieces(self, paddr: int, length: int) -> list[tuple[MappedFile, int, int]]:
+        """(file, offset, size) pieces of a guest-physical range; every run here is file-backed,
+        and no run crosses from one file into the next."""
+        pieces = []
+        for _addr, size, backing in self._map.pieces(paddr, length):
+            i = bisect.bisect_right(self._bases, backing or 0) - 1
+            pieces.append((self._files[i], (backing or 0) - self._bases[i], size))
+        return pieces
 
     def read(self, paddr: int, length: int) -> bytes:
-        return b"".join(self._file.pread(offset, size) for offset, size in self._pieces(paddr, length))
+        return b"".join(mapped.pread(offset, size) for mapped, offset, size in self._pieces(paddr, length))
 
     def copy_to(self, paddr: int, length: int, out: BinaryIO) -> None:
-        for offset, size in self._pieces(paddr, length):
-            self._file.copy_to(offset, size, out)
+        for mapped, offset, size in self._pieces(paddr, length):
+            mapped.copy_to(offset, size, out)
 
     def vcpus(self) -> list[VcpuState]:
         return list(self._vcpus)
 
     def vmcoreinfo(self) -> dict[str, str] | None:
         """Found by scanning RAM once for the kernel's VMCOREINFO note (about 0.1 s per GiB
-        of RAM in the page cache before it; 0.45 s per GiB where no page starts with it)."""
+        of RAM in the page cache before it; 0.45 s per GiB where no page starts with it), the
+        file that holds guest-physical 0 first."""
         if self._vmcoreinfo is False:
-            self._vmcoreinfo = find_vmcoreinfo(self._file.mm) if self._file.mm is not None else None
+            self._vmcoreinfo = None
+            for mapped in sorted(self._files, key=self._lowest_address):
+                found = find_vmcoreinfo_at(mapped.mm) if mapped.mm is not None else None
+                if found is not None:
+                    head, length, self._vmcoreinfo = found
+                    self._vmcoreinfo_at = (mapped, head, mapped.pread(head, length))
+                    break
         return self._vmcoreinfo  # type: ignore[return-value]
 
+    def _lowest_address(self, mapped: MappedFile) -> int:
+        base = self._bases[self._files.index(mapped)]
+        return min((start for start, _n, offset in self.layout if offset >= base), default=1 << 64)
+
     def close(self) -> None:
-        self._file.close()
+        for mapped in self._files:
+            mapped.close()
 
     def __enter__(self) -> RamFileSource:
         return self
@@ -293,23 +269,46 @@ class RamFileSource:
         self.close()
 
 
+def _file_layout(ranges: list[FlatRange], memdev: str, mapped: MappedFile) -> list[tuple[int, int, int]]:
+    layout = ram_layout(ranges, memdev)
+    if not layout:
+        raise fail(mapped.name, f"`info mtree -f` maps no guest memory from region {memdev!r}")
+    for _start, length, offset in layout:
+        if offset + length > mapped.size:
+            raise fail(
+                mapped.name,
+                f"region {memdev!r} maps file offset {offset:#x}+{length:#x}, beyond the file's {mapped.size:#x} bytes",
+            )
+    return layout
+
+
 class RecordedLiveSource(RamFileSource):
-    """A recorded live snapshot: a directory with guest-ram, mtree.txt and registers.txt."""
+    """A recorded live snapshot: a directory with guest-ram, mtree.txt and the vCPUs' registers,
+    as HMP printed them (registers.txt) or in QEMU's device state (vmstate, a background
+    snapshot's)."""
 
     format_name = "live snapshot (recorded)"
 
     def __init__(self, directory: str | os.PathLike[str], memdev: str | None = None) -> None:
         directory = Path(directory)
-        texts = []
-        for name, what in (
-            (RECORDED_MTREE, "HMP `info mtree` text"),
-            (RECORDED_REGISTERS, "HMP `info registers` text"),
-        ):
-            if not os.path.lexists(directory / name):
-                raise fail(directory, f"recorded live snapshot lacks {name}")
-            texts.append(read_text_input(directory / name, what))
-        super().__init__(directory / RECORDED_MEMORY, texts[0], texts[1], memdev)
+        if not os.path.lexists(directory / RECORDED_MTREE):
+            raise fail(directory, f"recorded live snapshot lacks {RECORDED_MTREE}")
+        mtree = read_text_input(directory / RECORDED_MTREE, "HMP `info mtree` text")
+        super().__init__({memdev: str(directory / RECORDED_MEMORY)}, mtree, _recorded_vcpus(directory))
         self.directory = directory
+
+
+def _recorded_vcpus(directory: Path) -> list[VcpuState]:
+    if os.path.lexists(directory / RECORDED_REGISTERS):
+        return parse_registers(read_text_input(directory / RECORDED_REGISTERS, "HMP `info registers` text"))
+    if os.path.lexists(directory / RECORDED_VMSTATE):
+        from .vmstate import MAX_VMSTATE_BYTES, vcpus_from_vmstate
+
+        data = read_binary_input(directory / RECORDED_VMSTATE, "QEMU's device state", MAX_VMSTATE_BYTES)
+        return vcpus_from_vmstate(data, str(directory / RECORDED_VMSTATE))
+    raise fail(
+        directory, f"recorded live snapshot lacks {RECORDED_REGISTERS} (or QEMU's device state, {RECORDED_VMSTATE})"
+    )
 
 
 def is_recorded_live(path: str | os.PathLike[str]) -> bool:
@@ -317,122 +316,90 @@ def is_recorded_live(path: str | os.PathLike[str]) -> bool:
     return path.is_dir() and (path / RECORDED_MEMORY).exists() and (path / RECORDED_MTREE).exists()
 
 
-# ==== QMP =========================================================================================
-class _Qmp:
-    """A synchronous QMP session with a timeout on every step (qemu.qmp's legacy wrapper waits
-    forever for a greeting that a non-QEMU socket never sends)."""
-
-    def __init__(self, socket_path: str, timeout: float) -> None:
-        from qemu.qmp import QMPClient
-
-        self.where = socket_path
-        self.timeout = timeout
-        import asyncio  # here, not at the top: only a live source pays for importing it
-
-        self._loop = asyncio.new_event_loop()
-        self._client = QMPClient("ovm-offline")
-        if not os.path.exists(socket_path):
-            self._loop.close()
-            raise fail(socket_path, "no such QMP socket")
-        try:
-            self._run(self._client.connect(socket_path), "connecting")
-        except BaseException:
-            self.close()
-            raise
-
-    def _run(self, coro: Any, doing: str) -> Any:
-        from qemu.qmp import QMPError
-
-        try:
-            return self._loop.run_until_complete(_with_timeout(coro, self.timeout))
-        except TimeoutError:
-            raise fail(
-                self.where, f"no answer within {self.timeout:g} s while {doing}; is this a QEMU QMP socket?"
-            ) from None
-        except QMPError as exc:
-            raise fail(self.where, f"QMP error while {doing}: {_one_line(exc)}") from None
-        except (OSError, EOFError, ValueError) as exc:
-            raise fail(self.where, f"QMP connection failed while {doing}: {_one_line(exc)}") from None
-
-    def execute(self, command: str, arguments: dict[str, Any] | None = None) -> Any:
-        return self._run(self._client.execute(command, arguments), command)
-
-    def hmp(self, command_line: str) -> str:
-        return self.execute("human-monitor-command", {"command-line": command_line})
-
-    def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        try:
-            self._loop.run_until_complete(_with_timeout(self._client.disconnect(), self.timeout))
-        except Exception:
-            pass
-        self._loop.close()
-
-
-def _with_timeout(coro: Any, seconds: float) -> Any:
-    import asyncio
-
-    return asyncio.wait_for(coro, seconds)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None and str(cause) and str(cause) not in text:
-        text = f"{text}: {cause}"
-    return " ".join(text.split())
-
-
 class LiveSource(RamFileSource):
-    """A live QEMU guest: paused (if running) for as long as this source is open, resumed by
-    close() — also on exceptions and Ctrl-C when used as a context manager (and at interpreter
-    exit as a last resort). A guest that was already paused is left paused."""
+    """A live QEMU guest: paused (if running) from pause() until close() — also on exceptions
+    and Ctrl-C when used as a context manager (and at interpreter exit as a last resort). A
+    guest that was already paused is left paused.
+
+    Its RAM is found and mapped, and its kernel may be looked for, while it runs (none of that
+    moves while a guest runs); pause() stops it, reads its vCPUs and checks that RAM and the
+    kernel's note are where they were. `memory_file` (--mem) names one backend's file: it must
+    be this guest's; by default every backend's file is found through QMP."""
 
     format_name = "live"
 
     def __init__(
         self,
         qmp_socket: str | os.PathLike[str],
-        memory_file: str | os.PathLike[str],
-        memdev: str | None = None,
+        memory_file: str | os.PathLike[str] | None = None,
         timeout: float = QMP_TIMEOUT,
+        *,
+        pause: bool = True,
+        qemu_pid: int | None = None,
     ) -> None:
         self.qmp_socket = str(qmp_socket)
         self.we_paused = False
         self.paused_seconds = 0.0
         self._paused_at: float | None = None
         self._closed = False
-        self._qmp = _Qmp(self.qmp_socket, timeout)
+        self._files = []
+        self._qmp = QmpSession(self.qmp_socket, timeout)
         self._watchdog: Watchdog | None = None
         try:
-            self._pause()
+            if self._qmp.execute("query-status").get("running"):
+                # resumes the guest if we die holding it (SIGKILL, OOM killer); its start-up
+                # overlaps finding RAM (and, before pause(), the kernel)
+                self._watchdog = Watchdog(self.qmp_socket, wait=False)
+            if qemu_pid is not None:
+                self._qmp.peer_pid = qemu_pid_of(self._qmp, qemu_pid)
             mtree = self._qmp.hmp("info mtree -f")
-            registers = self._qmp.hmp("info registers -a")
-            if memdev is None:
-                memdev = self._find_memdev(memory_file)
-            super().__init__(memory_file, mtree, registers, memdev)
+            try:
+                ranges = parse_mtree_flat(mtree)
+            except ValueError as exc:
+                raise fail(self.qmp_socket, f"cannot place guest RAM: {exc}") from None
+            files = locate_guest_ram(self._qmp, ranges, None if memory_file is None else str(memory_file))
+            super().__init__(files, mtree, [])
+            if pause:
+                self.pause()
         except BaseException:
             self._shutdown(raise_errors=False)
+            super().close()
             raise
 
     @property
     def guest_runs_on(self) -> bool:  # type: ignore[override]
         return self.we_paused
 
+    def pause(self) -> None:
+        """Stop the guest (if it runs) and read what only a stopped guest holds still."""
+        self._pause()
+        mtree = self._qmp.hmp("info mtree -f")
+        try:
+            ranges = parse_mtree_flat(mtree)
+        except ValueError as exc:
+            raise fail(self.qmp_socket, f"cannot place guest RAM: {exc}") from None
+        if any(ram_layout(ranges, m) != self.layout_of(m) for m in self.memdevs):
+            raise fail(
+                self.qmp_socket, "guest RAM moved while it was being opened (memory plugged or unplugged?); try again"
+            )
+        if self._vmcoreinfo_at is not None:
+            mapped, head, note = self._vmcoreinfo_at
+            if mapped.pread(head, len(note)) != note:
+                raise fail(
+                    self.qmp_socket, "the guest's kernel changed while it was being opened (a reboot?); try again"
+                )
+        self._vcpus = parse_registers(self._qmp.hmp("info registers -a"))
+
     def _pause(self) -> None:
         status = self._qmp.execute("query-status")
         if status.get("running"):
             atexit.register(self._atexit)
-            # resumes the guest if we die holding it (SIGKILL, OOM killer): told before the stop
-            self._watchdog = Watchdog(self.qmp_socket)
-            self._watchdog.hold(resume=True, give_back=[])
+            if self._watchdog is None:  # (paused by someone else when we came)
+                self._watchdog = Watchdog(self.qmp_socket, wait=False)
+            self._watchdog.hold(resume=True, give_back=[])  # told before the stop
             self._paused_at = time.monotonic()
             self._qmp.execute("stop")
             self.we_paused = True
-
-    def _find_memdev(self, memory_file: str | os.PathLike[str]) -> str:
-        return memdev_backed_by(self._qmp, memory_file)
 
     def _atexit(self) -> None:
         self._shutdown(raise_errors=False)
@@ -468,3 +435,10 @@ class LiveSource(RamFileSource):
 
     def __enter__(self) -> LiveSource:
         return self
+
+
+def qemu_pid_of(qmp: QmpSession, given: int) -> int:
+    """--qemu-pid, where it does not contradict the QMP socket's peer."""
+    if qmp.peer_pid is not None and qmp.peer_pid != given:
+        raise fail(qmp.where, f"--qemu-pid {given} is not the QEMU behind this QMP socket (its pid is {qmp.peer_pid})")
+    return given

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from ..errors import SourceError
 
-__all__ = ["RamStream", "WrittenChunks", "read_ram_stream"]
+__all__ = ["RamStream", "StreamReader", "WrittenChunks", "read_ram_stream"]
 
 QEVM_MAGIC = 0x5145564D
 QEVM_VERSION = 3
@@ -72,6 +72,8 @@ class RamStream:
     zero_pages: int = 0
     resent: int = 0
     complete: bool = False  # the RAM section's END was read
+    #: the section type whose byte ended RAM (device state, EOF or the description): taken from the stream
+    ended_by: int | None = None
 
 
 @dataclasses.dataclass
@@ -83,7 +85,9 @@ class WrittenChunks:
     shift: int
 
 
-class _Reader:
+class StreamReader:
+    """Big-endian records of a migration stream, counted by offset; SourceError on a short one."""
+
     def __init__(self, stream: BinaryIO, where: str) -> None:
         self.stream = stream
         self.where = where
@@ -92,9 +96,12 @@ class _Reader:
     def take(self, n: int) -> bytes:
         data = self.stream.read(n)
         if len(data) != n:
-            raise SourceError(f"{self.where}: migration stream ends at byte {self.offset + len(data)} inside a record")
+            raise self.short(self.offset + len(data))
         self.offset += n
         return data
+
+    def short(self, end: int) -> SourceError:
+        return SourceError(f"{self.where}: migration stream ends at byte {end} inside a record")
 
     def u8(self) -> int:
         return self.take(1)[0]
@@ -129,7 +136,7 @@ def read_ram_stream(
     as zero; `written` is told of each write after it. Returns when the device state
     starts (the RAM is then complete) or the stream ends. Raises SourceError on anything this
     reader does not know."""
-    r = _Reader(stream, where)
+    r = StreamReader(stream, where)
     if r.u32() != QEVM_MAGIC or r.u32() != QEVM_VERSION:
         raise r.bad("no QEVM header of version 3")
     ram = _RamBlock(r, block, out_fd, max_block_bytes, block_bytes, written)
@@ -137,7 +144,8 @@ def read_ram_stream(
     while True:
         kind = r.u8()
         if kind == SECTION_EOF or kind in (SECTION_FULL, SECTION_VMDESCRIPTION):
-            return ram.result  # the end, or device state: RAM is over
+            ram.result.ended_by = kind  # the end, or device state: RAM is over
+            return ram.result
         if kind == SECTION_CONFIGURATION:
             r.take(r.u32())  # the machine type's name
             continue
@@ -169,7 +177,7 @@ class _RamBlock:
 
     def __init__(
         self,
-        r: _Reader,
+        r: StreamReader,
         block: str,
         out_fd: int,
         max_bytes: int,

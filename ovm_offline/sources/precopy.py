@@ -32,17 +32,17 @@ from typing import Any, BinaryIO, cast
 from ..errors import OutputError
 from ._files import fail
 from .live import (
-    QMP_TIMEOUT,
     RECORDED_MEMORY,
     RECORDED_MTREE,
     RECORDED_REGISTERS,
-    _Qmp,
     guess_memdev,
     memdev_backed_by,
     parse_mtree_flat,
 )
 from .migration import MAX_BLOCK_BYTES, PAGE_SIZE, RamStream, WrittenChunks, read_ram_stream
+from .qmp import QMP_TIMEOUT, QmpSession
 from .ramcheck import GuestRamPair, xxh3_with_seed
+from .vmstate import MAX_VMSTATE_BYTES
 from .watchdog import MIGRATION_RUNNING, Watchdog, put_back
 
 __all__ = ["PrecopyReport", "pause_words", "precopy_snapshot"]
@@ -109,6 +109,8 @@ class _StreamReader(threading.Thread):
         self.result: RamStream | None = None
         self.error: BaseException | None = None
         self.ram_read = threading.Event()  # the stream's RAM is all in guest-ram (or it failed)
+        #: the stream after RAM (QEMU's device state) is kept here when not None, at most MAX_VMSTATE_BYTES
+        self.device_state: bytearray | None = None
 
     def run(self) -> None:
         stream = self.sock.makefile("rb", buffering=1 << 20)
@@ -126,9 +128,13 @@ class _StreamReader(threading.Thread):
             self.error = exc
         finally:
             self.ram_read.set()
+        kept = self.device_state
+        if kept is not None and self.result is not None and self.result.ended_by is not None:
+            kept.append(self.result.ended_by)
         try:
-            while stream.read(1 << 20):
-                pass
+            while chunk := stream.read(1 << 20):
+                if kept is not None and len(kept) <= MAX_VMSTATE_BYTES:
+                    kept += chunk
         except OSError:
             pass
         finally:
@@ -194,7 +200,7 @@ class _Precopy:
         from qemu.qmp import EventListener
 
         self.where, self.directory, self.timeout = where, directory, timeout
-        self.qmp = _Qmp(where, timeout)
+        self.qmp = QmpSession(where, timeout)
         self.ours, self.theirs = socket.socketpair()
         # started before anything of the guest changes; told before each change what undoes it
         self.watchdog = Watchdog(where, self.ours)
@@ -412,7 +418,7 @@ class _Precopy:
 
 
 def _abandon(
-    qmp: _Qmp,
+    qmp: QmpSession,
     migrating: bool,
     was_running: bool,
     give_back: list[tuple[str, dict[str, Any]]],

@@ -18,7 +18,13 @@ REFUSED_AS_IS = ("blockers-unknown",)
 #: as-is workloads with tests of their own: a TCP stream's threads are often caught inside
 #: write() or read() on a vCPU, which is refused by name (tests/test_dump_inet.py); churn's
 #: processes are caught being forked and ending (tests/test_cross_view.py)
-AS_IS_WITH_OWN_TESTS = ("inet-stream-asis", "inet-bursts-asis", "runc-inet-stream-asis", "churn-asis")
+AS_IS_WITH_OWN_TESTS = (
+    "inet-stream-asis",
+    "inet-bursts-asis",
+    "runc-inet-stream-asis",
+    "churn-asis",
+    "spinners-crowded",
+)
 #: the as-is workloads whose every moment restores (tests/test_dump_asis.py, test_dump_live.py)
 AS_IS = [
     w.name

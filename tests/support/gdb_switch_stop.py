@@ -39,6 +39,17 @@ def another_workload_thread_leaves(per_cpu, incoming):
     return any(read_u32(t + P["on_cpu"]) and read_u32(t + P["task_cpu"]) == cpu for t in WORKLOAD - {incoming})
 
 
+def another_workload_thread_switching(incoming):
+    """A workload thread on its way on or off another CPU at this stop (on_cpu, yet not that
+    CPU's current): the dump would name it first, for that window, not this one."""
+    for t in WORKLOAD - {incoming}:
+        cpu = read_u32(t + P["task_cpu"])
+        if read_u32(t + P["on_cpu"]) and cpu < len(P["per_cpu_offsets"]):
+            if read_u64(P["per_cpu_offsets"][cpu] + P["current_task"]) != t:
+                return True
+    return False
+
+
 def in_window(per_cpu):
     current = read_u64(per_cpu + P["current_task"])
     incoming = register(P["incoming_register"])
@@ -48,7 +59,9 @@ def in_window(per_cpu):
         return False
     owner = read_u64(per_cpu + P["fpu_owner"])
     # a workload thread leaving is refused by itself: the window is one a task outside it leaves
-    return owner != incoming + P["fpu"] and not another_workload_thread_leaves(per_cpu, incoming)
+    if owner == incoming + P["fpu"] or another_workload_thread_leaves(per_cpu, incoming):
+        return False
+    return not another_workload_thread_switching(incoming)
 
 
 class SwitchWindow(gdb.Breakpoint):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...errors import GuestDataError, UnsupportedError
 from ..core.invariants import broken
 from ..core.objects import Pointer, Struct
-from ..core.paging import PAGE_SIZE, PageTables
+from ..core.paging import PAGE_SIZE, NonPresent, PageTables, Translation
 from ..ds.list import DEFAULT_LIMIT, list_for_each_entry
 
 __all__ = [
@@ -316,6 +316,17 @@ def task_page_tables(task: Struct) -> PageTables | None:
     return PageTables(prog.source, prog.translate(int(mm.pgd)), prog.pgtable_levels, runs=prog.runs)
 
 
+def _not_in_memory(entry: NonPresent | None) -> str:
+    """Why a user page is not in memory, by its page-table entry."""
+    if entry is None:
+        return "has no page yet (never touched, no page table entry)"
+    if entry.level == 1:
+        return "is not in memory (swapped out, or being migrated)"
+    if entry.level == 2:  # a PMD migration entry (a transparent huge page moving) reads alike
+        return "is not in memory (a huge page being migrated, or a page table outside guest memory)"
+    return "has a page table outside guest memory"
+
+
 def task_read_user(task: Struct, vaddr: int, size: int) -> bytes:
     """`size` bytes of the user address space of a ``struct task_struct`` at `vaddr`, through
     its page tables (as the kernel's access_remote_vm); UnsupportedError when a page is not
@@ -327,9 +338,9 @@ def task_read_user(task: Struct, vaddr: int, size: int) -> bytes:
     out = bytearray()
     while len(out) < size:
         n = min(size - len(out), PAGE_SIZE - (vaddr & (PAGE_SIZE - 1)))
-        pa = pt.translate(vaddr)
-        if pa is None:
-            raise UnsupportedError(f"pid {task.pid}: user page at 0x{vaddr:x} is not in memory (swapped out?)")
-        out += source.read(pa, n)
+        found = pt.lookup(vaddr)
+        if not isinstance(found, Translation):
+            raise UnsupportedError(f"pid {task.pid}: user page at 0x{vaddr:x} {_not_in_memory(found)}")
+        out += source.read(found.paddr, n)
         vaddr += n
     return bytes(out)
