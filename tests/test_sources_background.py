@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -178,13 +179,26 @@ def _hmp_vcpus(vm: Qemu):
     return parse_registers(vm.cmd("human-monitor-command", **{"command-line": "info registers -a"}))
 
 
+def _wait_for_halted_firmware(vm: Qemu) -> None:
+    """SeaBIOS halts once it finds nothing to boot; under load that takes longer than any fixed
+    wait, so wait until five samples 0.1 s apart agree."""
+    _wait_for_firmware(vm)
+    deadline = time.monotonic() + 60
+    samples = [_hmp_vcpus(vm)]
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        samples = [*samples[-4:], _hmp_vcpus(vm)]
+        if len(samples) == 5 and all(s == samples[0] for s in samples):
+            return
+    pytest.fail(f"the firmware did not halt in 60 s: {samples[-1]}")
+
 
 def test_the_vcpus_are_those_qemu_saved_at_its_own_stop_with_no_stop_of_ours(qemu_on_tmpfs, tmp_path, monkeypatch):
     """QEMU stops the guest itself, once RAM is ready to protect; our own stop before it held
     QEMU's preparation (every page of RAM read) inside the pause. The firmware's vCPU is halted,
     so HMP's registers before and after are those QEMU saved at its stop."""
     vm = qemu_on_tmpfs
-    _wait_for_firmware(vm)
+    _wait_for_halted_firmware(vm)
     commands: list[str] = []
     real_execute = qmp_module.QmpSession.execute
 
