@@ -142,6 +142,7 @@ class Guest:
         cmdline_extra: str = "",
         memory_dir: Path | None = None,
         memory_layout: str = "file",
+        forwards: dict[int, int] | None = None,
     ):
         self.workdir = workdir
         # memory_dir: where guest RAM's file lives instead (a tmpfs, for a background snapshot)
@@ -185,6 +186,11 @@ class Guest:
             self.argv += ["-cpu", cpu]
         for i, disk in enumerate(disks):
             self.argv += ["-drive", f"file={disk},if=virtio,format=raw,index={i}"]
+        if forwards:
+            # forwards: host port on 127.0.0.1 -> guest port; restrict=on: the guest reaches
+            # nothing outside, only what the host sends in
+            hostfwd = ",".join(f"hostfwd=tcp:127.0.0.1:{host}-:{guest}" for host, guest in forwards.items())
+            self.argv += ["-netdev", f"user,id=net0,restrict=on,{hostfwd}", "-device", "virtio-net-pci,netdev=net0"]
         self.process: subprocess.Popen | None = None
         self.qmp: QEMUMonitorProtocol | None = None
         self._ctl: socket.socket | None = None

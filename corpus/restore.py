@@ -4,10 +4,13 @@ kernel, with the workload's files recreated as they were, and the workload's own
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import socket
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ovm_offline.criu import images as criu_images
@@ -19,6 +22,21 @@ from .recorder import BOOT_TIMEOUT, Recording
 from .workloads import Verdict, get_workload
 
 RESTORE_TIMEOUT = 600
+#: the guest's ports: criu page-server's, and the one the other images come to as a tar
+GUEST_PAGE_SERVER_PORT, GUEST_IMAGES_PORT = 27000, 27001
+#: what the guest's network device needs, loaded from the input disk by the restore job alone
+#: (the initramfs, a recording's input, stays as it is)
+NETWORK_MODULES = ["virtio_net"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PageServerRestore:
+    """A restore whose pagemaps and pages come through `criu page-server` in the guest:
+    `dump(address)` runs once it listens at `address` (HOST:PORT on this side), sends the pages
+    there, and returns the directory of the other images, which then go to the guest as a tar.
+    What it raises stops the guest and reaches the caller."""
+
+    dump: Callable[[str], Path]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,28 +95,75 @@ def parent_chain(images: Path) -> dict[str, Path]:
     return chain
 
 
-def restore(rec: Recording, images: Path, log=print) -> RestoreResult:
+def restore(
+    rec: Recording, images: Path | None, log=print, page_server: PageServerRestore | None = None
+) -> RestoreResult:
     """Boot a fresh guest of the recording's kernel, restore `images` there and judge the run.
     A failed `criu restore` is a failed result, not an exception. A guest lost by itself (QEMU
     exits: under TCG a guest has been seen to reboot during boot; or it hangs before its job)
     is tried once more; the first attempt's serial log is kept in the result."""
-    first = _restore_once(rec, images, log)
-    if first.ok or not first.guest_lost:
+    first = _restore_once(rec, images, log, page_server)
+    if first.ok or not first.guest_lost or page_server is not None:  # a dump is not sent twice
         return first
     log(f"guest lost ({first.detail}); trying once more")
-    second = _restore_once(rec, images, log)
+    second = _restore_once(rec, images, log, page_server)
     return dataclasses.replace(
         second,
         detail=f"{second.detail} (after a first attempt: {first.detail}; its serial log: {first.restore_log[-600:]!r})",
     )
 
 
-def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
+def _network_members(kernel: kernels.UnpackedKernel) -> dict[str, bytes | Path]:
+    """The input disk's netmods/: the network device's modules this kernel does not build in
+    and the initramfs did not load (the initramfs is part of every recording's key: it stays)."""
+    builtin = (kernel.modules_dir / "modules.builtin").read_text()
+
+    def load_order(names: list[str]) -> list[str]:
+        return kernel.modules_in_load_order([m for m in names if f"/{m}.ko" not in builtin])
+
+    loaded = set(load_order(initramfs.GUEST_MODULES))  # as the initramfs loads them (virtio_ring)
+    order = [m for m in load_order(NETWORK_MODULES) if m not in loaded]
+    return {
+        "netmods/load-order": "".join(f"{m}\n" for m in order).encode(),
+        **{f"netmods/{m}.ko": kernel.module_bytes(m) for m in order},
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(what: Callable, *arguments) -> Exception | None:
+    """What the guest's wait raised: the job reports its own failures, and the guest's logs are kept."""
+    try:
+        what(*arguments)
+    except Exception as e:
+        return e
+    return None
+
+
+def _send_images(page_server: PageServerRestore, forwards: dict[int, int]) -> None:
+    """Once the guest's page server listens: the dump, then the other images as a tar."""
+    host_port = {g: h for h, g in forwards.items()}
+    images = page_server.dump(f"127.0.0.1:{host_port[GUEST_PAGE_SERVER_PORT]}")
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as archive:
+        archive.add(images, arcname=".")
+    with socket.create_connection(("127.0.0.1", host_port[GUEST_IMAGES_PORT]), timeout=60) as sock:
+        sock.sendall(tar.getvalue())
+
+
+def _restore_once(rec: Recording, images: Path | None, log, page_server: PageServerRestore | None) -> RestoreResult:
     manifest = rec.manifest
     workload = get_workload(manifest["workload"])
     kernel = kernels.unpack(kernels.get_kernel(manifest["kernel"]))
     image = initramfs.build(kernel)
     t0 = time.monotonic()
+    forwards = {_free_port(): GUEST_PAGE_SERVER_PORT, _free_port(): GUEST_IMAGES_PORT} if page_server else {}
+    if page_server is not None and workload.appended_files:
+        raise CorpusError(f"{workload.name}: its appended files are cut by the images, which come after the boot")
     with tempfile.TemporaryDirectory(prefix="ovm-restore-") as tmp:
         work = Path(tmp)
         script = jobs.job_script(
@@ -109,6 +174,8 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
                 "RESTORE_PREPARE": workload.restore_prepare,
                 "CRIU_RESTORE_OPTS": workload.criu_options,
                 "GOLDEN_TOOL": workload.golden_tool,
+                "IMAGES_PORT": str(GUEST_PAGE_SERVER_PORT) if page_server else "",
+                "TAR_PORT": str(GUEST_IMAGES_PORT),
             },
         )
         jobs.write_input_disk(
@@ -116,9 +183,8 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
             {
                 "job.sh": script,
                 "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
-                "files.tar": files_at_images_moment(rec, images, work),
-                "images": images,
-                **parent_chain(images),
+                "files.tar": files_at_images_moment(rec, images, work) if images else rec.files_tar,
+                **({"images": images, **parent_chain(images)} if images else _network_members(kernel)),
             },
         )
         jobs.blank_output_disk(work / "out.img", 64)
@@ -130,13 +196,21 @@ def _restore_once(rec: Recording, images: Path, log) -> RestoreResult:
             [work / "in.img", work / "out.img"],
             cpu=workload.cpu,
             cmdline_extra=kernel.kernel.cmdline,
+            forwards=forwards,
         ) as guest:
-            try:
-                guest.wait_for_job(BOOT_TIMEOUT, f"booting {manifest['kernel']} to restore {workload.name}")
-                guest.expect("DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}")
-                failure = None
-            except Exception as e:  # the job reports its own failures; keep the guest's logs
-                failure = e
+            failure = _wait(
+                guest.wait_for_job, BOOT_TIMEOUT, f"booting {manifest['kernel']} to restore {workload.name}"
+            )
+            if failure is None and page_server is not None:
+                failure = _wait(
+                    guest.expect, "NETWORK-READY", BOOT_TIMEOUT, f"starting criu page-server on {manifest['kernel']}"
+                )
+                if failure is None:  # what the dump raises stops the guest and reaches the caller
+                    _send_images(page_server, forwards)
+            if failure is None:
+                failure = _wait(
+                    guest.expect, "DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}"
+                )
             guest.wait_exit(60) if failure is None else guest.stop()
         out = work / "out"
         try:

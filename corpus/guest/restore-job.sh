@@ -5,13 +5,39 @@ tar -x -f /run/ovm/in/files.tar -C /run/ovm || fail "cannot unpack the workload'
 eval "$RESTORE_PREPARE"
 BEFORE=$(wc -c < "$W.log")
 mkdir -p out
+IMAGES=/run/ovm/in/images
+if [ -n "$IMAGES_PORT" ]; then
+    # The pagemaps and pages come from the host's dump through criu page-server, the other
+    # images after them as a tar; the NIC's modules are on the input disk
+    for m in $(cat /run/ovm/in/netmods/load-order); do
+        insmod "/run/ovm/in/netmods/$m.ko" || fail "insmod $m failed"
+    done
+    { ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0; } || fail "no network device: $(ip link | tr '\n' ' ')"
+    IMAGES=/run/ovm/net-images
+    mkdir -p "$IMAGES"
+    criu page-server -D "$IMAGES" --port "$IMAGES_PORT" -o /run/ovm/out/page-server.log -v4 \
+        --daemon --pidfile /run/ovm/page-server.pid || fail "criu page-server exited $?"
+    busybox nc -l -p "$TAR_PORT" > /run/ovm/images.tar < /dev/null &
+    TAR_NC=$!
+    ctl "NETWORK-READY"
+    wait $TAR_NC
+    tar -x -f /run/ovm/images.tar -C "$IMAGES" || fail "the other images did not come whole"
+    i=0  # the page server ends once the dump's final status is answered
+    while kill -0 "$(cat /run/ovm/page-server.pid)" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 300 ] && fail "criu page-server did not end: $(tail -n 3 out/page-server.log | tr '\n' ' ')"
+        sleep 0.1
+    done
+    # (kerndat's probes log errors of their own, such as tun's: only the transfer's count)
+    ERR=$(grep "Error (criu/page-xfer.c" out/page-server.log | tail -n 3 | tr '\n' ' ')
+    [ -z "$ERR" ] || fail "criu page-server: $ERR"
+fi
 if [ "$GOLDEN_TOOL" = runc ]; then
     # `runc restore` of a `runc checkpoint`, run as runc-box.sh runs runc (RESTORE_PREPARE made
     # its sysroot and bundle); the container's stdio again pipes, stdout to a cat appending to
     # the workload log (runc hands its own stdio to criu for the pipes in descriptors.json)
     SYSROOT=/run/runc-sysroot
     mkdir -p "$SYSROOT/ovm-checkpoint/work"
-    cp -a /run/ovm/in/images "$SYSROOT/ovm-checkpoint/images"
+    cp -a "$IMAGES" "$SYSROOT/ovm-checkpoint/images"
     rm -f /run/ovm/out/runc-restore.rc
     true | {
         PATH=/usr/sbin:/usr/bin:/sbin:/bin unshare -m --propagation private sh -c "cd '$SYSROOT' &&
@@ -30,7 +56,7 @@ if [ "$GOLDEN_TOOL" = runc ]; then
     cp "$SYSROOT/run/ovm-runc.pid" /run/ovm/out/root.pid 2>/dev/null
     [ "$rc" = 0 ] || rc=1
 else
-criu restore -D /run/ovm/in/images -o /run/ovm/out/restore.log -v4 -d --pidfile /run/ovm/out/root.pid $CRIU_RESTORE_OPTS
+criu restore -D "$IMAGES" -o /run/ovm/out/restore.log -v4 -d --pidfile /run/ovm/out/root.pid $CRIU_RESTORE_OPTS
 rc=$?
 fi
 if [ $rc -ne 0 ]; then
