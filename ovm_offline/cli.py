@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 
 import click
 
-from . import sources
+from . import dump_command, sources
 from .__main__ import terminated
-from .errors import INTERRUPTING_SIGNALS, ExitCode, MomentError, OvmError, raised_by_an_interruption
+from .criu.page_server import LAYOUTS as PAGE_SERVER_LAYOUTS
+from .errors import INTERRUPTING_SIGNALS, ExitCode, OvmError, raised_by_an_interruption
 from .listing import show_listing
 from .opening import opened_guest, snapshot_guest, snapshot_source
 from .terminal import ReaderGone, printable, printable_lines, say
@@ -214,6 +213,18 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     is_flag=True,
     help="Write the tree's memory only, as `criu pre-dump` does: a parent for later dumps (--prev-images-dir).",
 )
+@click.option(
+    "--page-server",
+    metavar="HOST:PORT",
+    help="Send the pagemaps and pages to a `criu page-server` listening there, which writes them where it"
+    " runs (criu's --page-server); the other images go to -D, and no page is written on this side.",
+)
+@click.option(
+    "--page-server-protocol",
+    type=click.Choice(sorted(PAGE_SERVER_LAYOUTS)),
+    help="The page server's header layout: criu 3.x's (24 bytes; the default) or criu 4.2's and later's"
+    " (32 bytes). Checked on connecting, before a live guest is paused; the other is refused.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, directory, force, **choices) -> None:
     """Save a process (and the processes below it) as CRIU images that `criu restore` continues.
@@ -232,95 +243,45 @@ def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, direct
     ovm-offline dump guest.elf --pid 10000 --accept-inconsistent-views -D images/
     ovm-offline dump --live --background --qmp /run/vm/qmp-tool.sock -t 10000 -D images/1 --pre-dump
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/2 --prev-images-dir ../1
+    ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/ --page-server 10.0.0.2:27000
+    ovm-offline dump guest.elf -t 10000 -D images/ --page-server 10.0.0.2:27000 --page-server-protocol 4.2
     """
     from . import dump as dumping
 
     quiet, attempts = choices.pop("quiet"), choices.pop("attempts")
-    snapshot = _snapshot_mode(
+    snapshot = dump_command.snapshot_mode(
         choices.pop("precopy"), choices.pop("background"), live and qmp and not source and not vcpu_state
     )
-    _check_dump_arguments(pid, container, directory, force)
+    dump_command.check_dump_arguments(pid, container, directory, force)
     if not live:
         if click.get_current_context().get_parameter_source("attempts") == click.core.ParameterSource.COMMANDLINE:
             raise click.UsageError("--attempts takes --live: a dump file holds one moment")
         attempts = 1
     # the library's own defaults where an option was not given
     options = {"force": force} | {k: v for k, v in choices.items() if v is not None and v is not False}
+    server = dump_command.page_server(options)  # connected and checked before a live guest is paused
     if "prev_images_dir" in options:
         dumping.ParentImages(
             dumping.parent_path(directory, options["prev_images_dir"])
         )  # before a live guest is paused
-    for attempt in range(1, attempts + 1):
+
+    def open_guest():
         opened = snapshot_source(snapshot, directory, qmp, mem, quiet) if snapshot else None
-        src = None
-        try:
-            guest = snapshot_guest(opened, symbol_dirs) if opened else None
-            with guest or opened_guest(source, live, qmp, mem, vcpu_state, symbol_dirs) as (src, prog):
-                summary = _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
-            break
-        except MomentError as refused:
-            _let_the_guest_run_on(refused, attempt, attempts, src, quiet)
+        if opened:
+            return snapshot_guest(opened, symbol_dirs)
+        return opened_guest(source, live, qmp, mem, vcpu_state, symbol_dirs)
+
+    def dump_one(src, prog):
+        return dump_command.dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
+
+    try:
+        summary = dump_command.dump_attempts(attempts, open_guest, dump_one, quiet)
+    finally:
+        if server is not None:
+            server.close()
     if not quiet:
         for line in summary.lines():
             click.echo(printable(line), err=True)
-
-
-def _let_the_guest_run_on(refused: MomentError, attempt: int, attempts: int, src, quiet: bool) -> None:
-    """After a refused moment, let the guest run for another; raise the refusal when no other
-    moment is to be tried: the last attempt, or a guest paused before we came (it stays at its
-    moment)."""
-    if attempt < attempts and src is not None and src.guest_runs_on:
-        if not quiet:
-            click.echo(printable(f"ovm-offline: moment {attempt} of {attempts} refused: {refused}"), err=True)
-        time.sleep(random.uniform(*BETWEEN_ATTEMPTS_SECONDS))
-        return
-    if attempt == 1:
-        raise refused
-    raise MomentError(
-        f"{refused} (the last of {attempt} moments tried; each was refused for what a thread was doing then)"
-    ) from None
-
-
-#: how long a live guest runs between two pauses when a moment was refused (random, so that a
-#: thread in a periodic loop is not caught at the same point of it each time)
-BETWEEN_ATTEMPTS_SECONDS = (0.05, 0.5)
-
-
-def _dump_opened(dumping, src, prog, pid, container, directory, quiet, **options):
-    bar = None
-    if not quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(desc="pages", unit="B", unit_scale=True, leave=False)
-    progress = (lambda done: bar.update(done - bar.n)) if bar else None
-    try:
-        if container is not None:
-            pid = dumping.container_root(prog, container)
-        return dumping.dump(src, prog, pid, directory, progress=progress, **options)
-    finally:
-        if bar:
-            bar.close()
-
-
-def _snapshot_mode(precopy: bool, background: bool, live_guest: bool) -> str | None:
-    """Which snapshot of a running guest the dump reads (None: it pauses the guest throughout)."""
-    if precopy and background:
-        raise click.UsageError("give --precopy or --background, not both")
-    mode = "precopy" if precopy else "background" if background else None
-    if mode and not live_guest:
-        raise click.UsageError(f"--{mode} takes --live --qmp SOCKET (and no SOURCE)")
-    return mode
-
-
-def _check_dump_arguments(pid, container, directory, force) -> None:
-    """What dump refuses before it opens anything (a live guest is not paused for nothing)."""
-    from .output import check_target
-
-    if (pid is None) == (container is None):
-        raise click.UsageError("give either --pid or --container")
-    if not directory:
-        raise click.BadParameter("the images directory name is empty", param_hint="-D")
-    check_target(Path(directory).absolute(), force)  # before pausing a live guest
 
 
 # --- convert, show, diff ---------------------------------------------------------------------

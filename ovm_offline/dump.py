@@ -19,15 +19,16 @@ from typing import Any
 
 from . import filekinds
 from .criu import build
+from .criu.page_server import PageServer
 from .criu.parent import PARENT_LINK, ParentImages
-from .errors import GuestDataError, ImageError, MomentError, NoSuchProcess, UnsupportedError, writing_output
+from .errors import GuestDataError, ImageError, MomentError, NoSuchProcess, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
 from .extract.files import extract_files, extract_fs
 from .extract.ghost import DEFAULT_GHOST_LIMIT, Ghosts
 from .extract.mm import extract_mm
 from .extract.namespaces import tree_namespaces
-from .extract.pages import PagesStats, place_user_writes, write_page_runs, write_pages, write_pages_over_parent
+from .extract.pages import PagesStats, place_user_writes
 from .extract.runtimes import RuncContainer, runc_containers, runc_descriptors
 from .extract.task import extract_task_common
 from .kernel.core.memory import Program
@@ -39,6 +40,7 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import PF_EXITING, find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
+from .page_output import page_writers
 from .refusals import (
     Refusal,
     decide,
@@ -74,6 +76,7 @@ class DumpSummary:
     inconsistent: tuple[str, ...] = ()  # disagreements between the task views, taken anyway
     parent_pages: int = 0  # unchanged since the parent dump (--prev-images-dir): not written
     pre_dump: bool = False  # memory only (--pre-dump)
+    page_server: str | None = None  # where the pagemaps and pages went, and the layout spoken
 
     def lines(self) -> list[str]:
         return (
@@ -83,6 +86,11 @@ class DumpSummary:
                 f"wrote {self.images} images to {self.directory}: {self.pages} pages ({self.page_bytes / 2**20:.1f} MiB), "
                 f"{self.files} file entries, in {self.seconds:.2f} s",
             ]
+            + (
+                [f"the pagemaps and pages went to the page server {self.page_server}, not to {self.directory}"]
+                if self.page_server
+                else []
+            )
             + ([f"{self.parent_pages} pages unchanged since the parent dump, not written"] if self.parent_pages else [])
             + (
                 [f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
@@ -377,6 +385,7 @@ def dump(
     accept_inconsistent_views: bool = False,
     prev_images_dir: str | None = None,
     pre_dump: bool = False,
+    page_server: PageServer | None = None,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
@@ -390,7 +399,11 @@ def dump(
     (refused otherwise), naming each disagreement in the images directory's
     INCONSISTENT_VIEWS_FILE. `prev_images_dir`: criu's --prev-images-dir, a dump of the same
     tree (relative paths from `directory`) whose unchanged pages this one names, not writes.
-    `pre_dump`: write the tree's memory only, as `criu pre-dump` does (a parent for later dumps)."""
+    `pre_dump`: write the tree's memory only, as `criu pre-dump` does (a parent for later dumps).
+    `page_server`: send the pagemaps and pages there (criu's --page-server), not to `directory`;
+    the dump is whole only once the server's final status came."""
+    if page_server is not None and (pre_dump or prev_images_dir is not None):
+        raise ValueError("a dump to a page server has no parent and is not a pre-dump")
     started = time.monotonic()
     parent = parent_images(directory, prev_images_dir, pid) if prev_images_dir is not None else None
     root, inconsistent = tree_view_disagreements(prog, pid, accept_inconsistent_views)
@@ -402,45 +415,28 @@ def dump(
         for proc in extraction.processes:
             parent.pages(proc.pid)  # each pagemap checked before anything is written
     stats = PagesStats()
-    pages_writer, shmem_pages_writer = _page_writers(source, parent, stats, progress)
+    writers = page_writers(source, parent, page_server, stats, progress)
     with atomic_directory(directory, force) as tmp:
-        if pre_dump:
-            written = build.write_pre_dump(extraction.dump_set, tmp, pages_writer)
-        else:
-            written = build.write_dump(
-                extraction.dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer
-            )
+        written = _write_images(extraction.dump_set, tmp, writers, pre_dump, pagemaps_here=page_server is None)
         if inconsistent:
             (tmp / INCONSISTENT_VIEWS_FILE).write_text("".join(f"{line}\n" for line in inconsistent))
         if prev_images_dir is not None:
             os.symlink(prev_images_dir, tmp / PARENT_LINK)  # as criu links it: the path as given
+        if page_server is not None:
+            page_server.finish()  # inside: without the server's status, -D is not kept
     summary = _summary(
         pid, extraction, written, stats, time.monotonic() - started, Path(directory), skipped, inconsistent
     )
-    return dataclasses.replace(summary, pre_dump=pre_dump)
+    return dataclasses.replace(summary, pre_dump=pre_dump, page_server=page_server.describe() if page_server else None)
 
 
-def _page_writers(source: PhysicalSource, parent: ParentImages | None, stats: PagesStats, progress):
-    """The writers of a process's pages (over its parent dump's, if any) and of a shmem file's."""
-
-    def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
-        assert proc.mm is not None  # the writer writes no pages for a zombie
-        before = parent.pages(proc.pid) if parent is not None else None
-        with writing_output(path), open(path, "wb") as out:
-            if before is None:
-                runs = write_pages(source, proc.mm, out, stats)
-            else:
-                runs = write_pages_over_parent(source, proc.mm, out, before.page, stats)
-        if progress:
-            progress(stats.bytes)
-        return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
-
-    def shmem_pages_writer(shm: SharedMemory, path: Path) -> list[tuple[int, int, int]]:
-        with writing_output(path), open(path, "wb") as out:
-            runs = write_page_runs(source, shm.pages, out, stats)
-        return [(r.vaddr, r.nr_pages, r.flags) for r in runs]
-
-    return pages_writer, shmem_pages_writer
+def _write_images(dump_set: build.DumpSet, tmp: Path, writers, pre_dump: bool, pagemaps_here: bool) -> build.Written:
+    pages_writer, shmem_pages_writer = writers
+    if pre_dump:
+        return build.write_pre_dump(dump_set, tmp, pages_writer)
+    return build.write_dump(
+        dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer, pagemaps_here=pagemaps_here
+    )
 
 
 def parent_path(directory: str | Path, prev_images_dir: str) -> Path:

@@ -40,6 +40,7 @@ __all__ = [
     "PagesStats",
     "place_user_writes",
     "pagemap_entries",
+    "pagemap_entries_with_pages",
     "write_page_runs",
     "write_pages",
     "write_pages_over_parent",
@@ -200,6 +201,39 @@ def write_page_runs(
     st.lazy_pages += sum(r.length for r in runs if r.lazy) // PAGE_SIZE
     st.entries += len(entries)
     return entries
+
+
+def pagemap_entries_with_pages(
+    source: PhysicalSource, runs: list[PageRun], user_writes: Iterable[UserWrite] = (), stats: PagesStats | None = None
+) -> Iterator[tuple[PagemapRun, bytearray]]:
+    """Each pagemap entry of `runs` (ascending vaddr) with its pages' bytes, `user_writes` laid
+    over them: what write_pages writes, one entry (at most PIPE_MAX_PAGES pages) in memory at a
+    time, for a destination that takes an entry with its pages (criu's page server). Entries
+    come in ascending vaddr, as the pages file holds them (a new ppb always follows the last)."""
+    st = stats if stats is not None else PagesStats()
+    writes = list(user_writes)
+    at = 0  # the first run that may hold the next entry's pages
+    for entry in pagemap_entries(runs):
+        start, end = entry.vaddr, entry.vaddr + entry.nr_pages * PAGE_SIZE
+        data = bytearray()
+        va = start
+        while va < end:
+            while runs[at].vaddr + runs[at].length <= va:
+                at += 1
+            run = runs[at]
+            n = min(end, run.vaddr + run.length) - va
+            data += source.read(run.paddr + va - run.vaddr, n)
+            st.copies += 1
+            va += n
+        for w in writes:
+            lo, hi = max(w.vaddr, start), min(w.vaddr + len(w.data), end)
+            if lo < hi:
+                data[lo - start : hi - start] = w.data[lo - w.vaddr : hi - w.vaddr]
+        st.bytes += len(data)
+        st.pages += entry.nr_pages
+        st.lazy_pages += entry.nr_pages if entry.flags & PE_LAZY else 0
+        st.entries += 1
+        yield entry, data
 
 
 #: how much guest memory is read at a time to be compared with a parent dump's pages

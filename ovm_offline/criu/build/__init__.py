@@ -75,8 +75,10 @@ class _Writer:
         directory: Path,
         writers: Mapping[str, KindWriter],
         write_shmem_pages: ShmemPagesWriter | None,
+        pagemaps_here: bool = True,
     ) -> None:
         self.dump = dump
+        self.pagemaps_here = pagemaps_here
         self.directory = directory
         self.written = Written()
         self.ids = ObjectIds(dump.root_namespaces)
@@ -88,7 +90,9 @@ class _Writer:
         cgns = dump.namespaces.cgroup
         self.cg_sets = CgroupSets(dump.cgroups, cgns.root if cgns is not None else None)
         self.next_pages_id = itertools.count(1).__next__  # pages-N.img numbers, shared with the shmem dumps
-        self.shmem = ShmemImages(directory, self.files, self.next_pages_id, write_shmem_pages, self.written)
+        self.shmem = ShmemImages(
+            directory, self.files, self.next_pages_id, write_shmem_pages, self.written, pagemaps_here
+        )
         self.files.memfd_inode_id = self.shmem.dump_inode
         self.seccomp = seccomp_plan(dump.processes)
 
@@ -137,7 +141,8 @@ class _Writer:
 
         pages_id = self.next_pages_id()
         pagemap = write_pages(proc, self.directory / images.PAGES.filename(pages_id))
-        self.put(images.PAGEMAP, pagemap_entries(pages_id, pagemap), proc.pid)
+        if self.pagemaps_here:
+            self.put(images.PAGEMAP, pagemap_entries(pages_id, pagemap), proc.pid)
         self.written.pages += sum(nr for _, nr, _ in pagemap)
 
         fdinfo = [
@@ -223,14 +228,16 @@ def write_dump(
     write_pages: PagesWriter,
     writers: Mapping[str, KindWriter],
     write_shmem_pages: ShmemPagesWriter | None = None,
+    pagemaps_here: bool = True,
 ) -> Written:
     """Write every image of `dump` into `directory` (which must exist and be empty).
     `write_pages(proc, pages_path)` writes pages-N.img for a process and returns its pagemap
     entries (vaddr, nr_pages, flags); `writers` (kind name -> writer, see
     ovm_offline.filekinds.new_writers) write the entries of each kind of open file;
     `write_shmem_pages(shm, pages_path)` does what `write_pages` does for the contents of a
-    shmem file (needed when a VMA maps one)."""
-    w = _Writer(dump, directory, writers, write_shmem_pages)
+    shmem file (needed when a VMA maps one). `pagemaps_here=False`: the page writers send each
+    pagemap with its pages to a page server, which writes both where it runs; none is written here."""
+    w = _Writer(dump, directory, writers, write_shmem_pages, pagemaps_here)
     w.head()
     for proc in dump.processes:
         w.process(proc, write_pages)

@@ -134,8 +134,10 @@ class ShmemImages:
         next_pages_id: Callable[[], int],
         write_pages: Callable[[SharedMemory, Path], list[tuple[int, int, int]]] | None,
         written: Written,
+        pagemaps_here: bool = True,  # False: a page server writes them
     ) -> None:
         self.directory = directory
+        self.pagemaps_here = pagemaps_here
         self.files = files
         self.next_pages_id = next_pages_id
         self.write_pages = write_pages
@@ -182,12 +184,13 @@ class ShmemImages:
             raise ValueError("write_dump needs write_shmem_pages to save shared memory")
         pages_id = self.next_pages_id()
         runs = self.write_pages(shm, self.directory / images.PAGES.filename(pages_id))
-        images.write_image(
-            self.directory / images.SHMEM_PAGEMAP.filename(shm.ino),
-            images.SHMEM_PAGEMAP,
-            pagemap_entries(pages_id, runs),
-        )
-        self.written.images += 1
+        if self.pagemaps_here:
+            images.write_image(
+                self.directory / images.SHMEM_PAGEMAP.filename(shm.ino),
+                images.SHMEM_PAGEMAP,
+                pagemap_entries(pages_id, runs),
+            )
+            self.written.images += 1
         self.written.pages += sum(nr for _, nr, _ in runs)
 
     def inode_entries(self) -> list[F.memfd_inode_entry]:
