@@ -125,6 +125,10 @@ MEMORY_LAYOUTS: dict[str, tuple[tuple[str, ...], int]] = {
 }  # fmt: skip
 
 
+#: the address a guest reaches the host's guest_forwards at
+GUEST_SEES_HOST = "10.0.2.100"
+
+
 class Guest:
     """A QEMU x86-64 guest with RAM in a shared memory-backend-file, VMCOREINFO, QMP and a
     control serial port. Use as a context manager."""
@@ -143,6 +147,7 @@ class Guest:
         memory_dir: Path | None = None,
         memory_layout: str = "file",
         forwards: dict[int, int] | None = None,
+        guest_forwards: dict[int, int] | None = None,
     ):
         self.workdir = workdir
         # memory_dir: where guest RAM's file lives instead (a tmpfs, for a background snapshot)
@@ -186,11 +191,21 @@ class Guest:
             self.argv += ["-cpu", cpu]
         for i, disk in enumerate(disks):
             self.argv += ["-drive", f"file={disk},if=virtio,format=raw,index={i}"]
-        if forwards:
-            # forwards: host port on 127.0.0.1 -> guest port; restrict=on: the guest reaches
-            # nothing outside, only what the host sends in
-            hostfwd = ",".join(f"hostfwd=tcp:127.0.0.1:{host}-:{guest}" for host, guest in forwards.items())
-            self.argv += ["-netdev", f"user,id=net0,restrict=on,{hostfwd}", "-device", "virtio-net-pci,netdev=net0"]
+        if forwards or guest_forwards:
+            # forwards: host port on 127.0.0.1 -> guest port; guest_forwards: a port of
+            # GUEST_SEES_HOST -> host port on 127.0.0.1 (through a busybox nc per connection);
+            # restrict=on: the guest reaches nothing else
+            rules = [f"hostfwd=tcp:127.0.0.1:{host}-:{guest}" for host, guest in (forwards or {}).items()]
+            rules += [
+                f"guestfwd=tcp:{GUEST_SEES_HOST}:{guest}-cmd:busybox nc 127.0.0.1 {host}"
+                for guest, host in (guest_forwards or {}).items()
+            ]
+            self.argv += [
+                "-netdev",
+                ",".join(["user,id=net0,restrict=on", *rules]),
+                "-device",
+                "virtio-net-pci,netdev=net0",
+            ]
         self.process: subprocess.Popen | None = None
         self.qmp: QEMUMonitorProtocol | None = None
         self._ctl: socket.socket | None = None

@@ -17,13 +17,14 @@ from ovm_offline.criu import images as criu_images
 
 from . import initramfs, jobs, kernels
 from .errors import CorpusError, GuestLost
-from .guest import Guest
+from .guest import GUEST_SEES_HOST, Guest
 from .recorder import BOOT_TIMEOUT, Recording
 from .workloads import Verdict, get_workload
 
 RESTORE_TIMEOUT = 600
-#: the guest's ports: criu page-server's, and the one the other images come to as a tar
-GUEST_PAGE_SERVER_PORT, GUEST_IMAGES_PORT = 27000, 27001
+#: the guest's ports: criu page-server's, and the one the other images come to as a tar; the
+#: port criu lazy-pages reaches the host's lazy-pages server at (on GUEST_SEES_HOST)
+GUEST_PAGE_SERVER_PORT, GUEST_IMAGES_PORT, GUEST_LAZY_PORT = 27000, 27001, 27002
 #: what the guest's network device needs, loaded from the input disk by the restore job alone
 #: (the initramfs, a recording's input, stays as it is)
 NETWORK_MODULES = ["virtio_net"]
@@ -96,17 +97,24 @@ def parent_chain(images: Path) -> dict[str, Path]:
 
 
 def restore(
-    rec: Recording, images: Path | None, log=print, page_server: PageServerRestore | None = None
+    rec: Recording,
+    images: Path | None,
+    log=print,
+    page_server: PageServerRestore | None = None,
+    lazy_pages_port: int | None = None,
 ) -> RestoreResult:
     """Boot a fresh guest of the recording's kernel, restore `images` there and judge the run.
     A failed `criu restore` is a failed result, not an exception. A guest lost by itself (QEMU
     exits: under TCG a guest has been seen to reboot during boot; or it hangs before its job)
-    is tried once more; the first attempt's serial log is kept in the result."""
-    first = _restore_once(rec, images, log, page_server)
-    if first.ok or not first.guest_lost or page_server is not None:  # a dump is not sent twice
+    is tried once more; the first attempt's serial log is kept in the result. `page_server`: the
+    pages come through criu page-server in the guest; `lazy_pages_port`: `criu restore
+    --lazy-pages`, its lazy pages from the server listening on that port on this side."""
+    network = Network(page_server, lazy_pages_port)
+    first = _restore_once(rec, images, log, network)
+    if first.ok or not first.guest_lost or network.used:  # a dump is not sent, nor a page served, twice
         return first
     log(f"guest lost ({first.detail}); trying once more")
-    second = _restore_once(rec, images, log, page_server)
+    second = _restore_once(rec, images, log, network)
     return dataclasses.replace(
         second,
         detail=f"{second.detail} (after a first attempt: {first.detail}; its serial log: {first.restore_log[-600:]!r})",
@@ -155,13 +163,31 @@ def _send_images(page_server: PageServerRestore, forwards: dict[int, int]) -> No
         sock.sendall(tar.getvalue())
 
 
-def _restore_once(rec: Recording, images: Path | None, log, page_server: PageServerRestore | None) -> RestoreResult:
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """What the restore guest's network carries, if anything."""
+
+    page_server: PageServerRestore | None = None
+    lazy_pages_port: int | None = None
+
+    @property
+    def used(self) -> bool:
+        return self.page_server is not None or self.lazy_pages_port is not None
+
+    def forwards(self) -> dict[int, int]:
+        return {_free_port(): GUEST_PAGE_SERVER_PORT, _free_port(): GUEST_IMAGES_PORT} if self.page_server else {}
+
+    def guest_forwards(self) -> dict[int, int]:
+        return {GUEST_LAZY_PORT: self.lazy_pages_port} if self.lazy_pages_port else {}
+
+
+def _restore_once(rec: Recording, images: Path | None, log, network: Network) -> RestoreResult:
     manifest = rec.manifest
     workload = get_workload(manifest["workload"])
     kernel = kernels.unpack(kernels.get_kernel(manifest["kernel"]))
     image = initramfs.build(kernel)
     t0 = time.monotonic()
-    forwards = {_free_port(): GUEST_PAGE_SERVER_PORT, _free_port(): GUEST_IMAGES_PORT} if page_server else {}
+    page_server, forwards = network.page_server, network.forwards()
     if page_server is not None and workload.appended_files:
         raise CorpusError(f"{workload.name}: its appended files are cut by the images, which come after the boot")
     with tempfile.TemporaryDirectory(prefix="ovm-restore-") as tmp:
@@ -176,6 +202,8 @@ def _restore_once(rec: Recording, images: Path | None, log, page_server: PageSer
                 "GOLDEN_TOOL": workload.golden_tool,
                 "IMAGES_PORT": str(GUEST_PAGE_SERVER_PORT) if page_server else "",
                 "TAR_PORT": str(GUEST_IMAGES_PORT),
+                "LAZY_PORT": str(GUEST_LAZY_PORT) if network.lazy_pages_port else "",
+                "LAZY_ADDRESS": GUEST_SEES_HOST,
             },
         )
         jobs.write_input_disk(
@@ -184,7 +212,8 @@ def _restore_once(rec: Recording, images: Path | None, log, page_server: PageSer
                 "job.sh": script,
                 "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
                 "files.tar": files_at_images_moment(rec, images, work) if images else rec.files_tar,
-                **({"images": images, **parent_chain(images)} if images else _network_members(kernel)),
+                **({"images": images, **parent_chain(images)} if images else {}),
+                **(_network_members(kernel) if network.used else {}),
             },
         )
         jobs.blank_output_disk(work / "out.img", 64)
@@ -197,6 +226,7 @@ def _restore_once(rec: Recording, images: Path | None, log, page_server: PageSer
             cpu=workload.cpu,
             cmdline_extra=kernel.kernel.cmdline,
             forwards=forwards,
+            guest_forwards=network.guest_forwards(),
         ) as guest:
             failure = _wait(
                 guest.wait_for_job, BOOT_TIMEOUT, f"booting {manifest['kernel']} to restore {workload.name}"

@@ -6,13 +6,18 @@ eval "$RESTORE_PREPARE"
 BEFORE=$(wc -c < "$W.log")
 mkdir -p out
 IMAGES=/run/ovm/in/images
-if [ -n "$IMAGES_PORT" ]; then
-    # The pagemaps and pages come from the host's dump through criu page-server, the other
-    # images after them as a tar; the NIC's modules are on the input disk
+network_up() {
+    # the NIC's modules come on the input disk (the initramfs stays as every recording has it)
     for m in $(cat /run/ovm/in/netmods/load-order); do
         insmod "/run/ovm/in/netmods/$m.ko" || fail "insmod $m failed"
     done
     { ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0; } || fail "no network device: $(ip link | tr '\n' ' ')"
+}
+CHECK_TENTHS=450  # busy workloads under TCG check over seconds
+if [ -n "$IMAGES_PORT" ]; then
+    # The pagemaps and pages come from the host's dump through criu page-server, the other
+    # images after them as a tar
+    network_up
     IMAGES=/run/ovm/net-images
     mkdir -p "$IMAGES"
     criu page-server -D "$IMAGES" --port "$IMAGES_PORT" -o /run/ovm/out/page-server.log -v4 \
@@ -30,6 +35,21 @@ if [ -n "$IMAGES_PORT" ]; then
     # (kerndat's probes log errors of their own, such as tun's: only the transfer's count)
     ERR=$(grep "Error (criu/page-xfer.c" out/page-server.log | tail -n 3 | tr '\n' ' ')
     [ -z "$ERR" ] || fail "criu page-server: $ERR"
+fi
+if [ -n "$LAZY_PORT" ]; then
+    # Post-copy: the daemon asks the host's server for each page the restored tree faults on,
+    # and for the rest in the background; the restore connects to it through its socket
+    network_up
+    criu lazy-pages --page-server --address "$LAZY_ADDRESS" --port "$LAZY_PORT" -D "$IMAGES" \
+        -o /run/ovm/out/lazy-pages.log -v4 &
+    LAZY_PID=$!
+    i=0
+    until [ -S "$IMAGES/lazy-pages.socket" ]; do
+        i=$((i + 1)); [ $i -gt 300 ] && fail "criu lazy-pages did not start: $(tail -n 3 out/lazy-pages.log | tr '\n' ' ')"
+        sleep 0.1
+    done
+    CRIU_RESTORE_OPTS="$CRIU_RESTORE_OPTS --lazy-pages"
+    CHECK_TENTHS=3000  # each fault waits for its page over QEMU's user network
 fi
 if [ "$GOLDEN_TOOL" = runc ]; then
     # `runc restore` of a `runc checkpoint`, run as runc-box.sh runs runc (RESTORE_PREPARE made
@@ -71,10 +91,17 @@ sleep "$RUN_AFTER_RESTORE"
 kill -USR1 "$ROOT" || fail "restored root $ROOT is gone"
 i=0
 while ! tail -c +$((BEFORE + 1)) "$W.log" | grep -q '^CHECK'; do
-    i=$((i + 1)); [ $i -gt 450 ] && break  # busy workloads under TCG check over seconds
+    i=$((i + 1)); [ $i -gt $CHECK_TENTHS ] && break
     sleep 0.1
 done
 sleep 1
+if [ -n "$LAZY_PORT" ]; then
+    i=0  # the daemon ends once it has every page (or the tree is gone)
+    while kill -0 $LAZY_PID 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 3000 ] && fail "criu lazy-pages did not end: $(tail -n 3 out/lazy-pages.log | tr '\n' ' ')"
+        sleep 0.1
+    done
+fi
 kill -STOP -"$ROOT" 2>/dev/null
 tail -c +$((BEFORE + 1)) "$W.log" > out/after.log
 cp "$W.log" out/full.log
