@@ -220,10 +220,20 @@ def ps(source, live, qmp, mem, vcpu_state, symbol_dirs, as_json, tree, no_kernel
     " runs (criu's --page-server); the other images go to -D, and no page is written on this side.",
 )
 @click.option(
+    "--lazy-pages",
+    is_flag=True,
+    help="Post-copy, with --background or --precopy or a dump file: write the images without the lazy pages"
+    " (as `criu dump --lazy-pages`), then serve those to `criu lazy-pages --page-server` on --port until it"
+    " closes (every page sent, or the restored tree gone).",
+)
+@click.option("--port", type=click.IntRange(1, 65535), help="With --lazy-pages: the port to serve on.")
+@click.option("--address", help="With --lazy-pages: the address to serve on (default: every IPv4 address).")
+@click.option(
     "--page-server-protocol",
     type=click.Choice(sorted(PAGE_SERVER_LAYOUTS)),
-    help="The page server's header layout: criu 3.x's (24 bytes; the default) or criu 4.2's and later's"
-    " (32 bytes). Checked on connecting, before a live guest is paused; the other is refused.",
+    help="The destination criu's page-server header layout: criu 3.x's (24 bytes; the default) or criu"
+    " 4.2's and later's (32 bytes). A page server's is checked on connecting, before a live guest is"
+    " paused; the other is refused.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, directory, force, **choices) -> None:
@@ -245,6 +255,7 @@ def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, direct
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/2 --prev-images-dir ../1
     ovm-offline dump --live --qmp /run/vm/qmp-tool.sock -t 10000 -D images/ --page-server 10.0.0.2:27000
     ovm-offline dump guest.elf -t 10000 -D images/ --page-server 10.0.0.2:27000 --page-server-protocol 4.2
+    ovm-offline dump --live --background --qmp /run/vm/qmp-tool.sock -t 10000 -D images/ --lazy-pages --port 27002
     """
     from . import dump as dumping
 
@@ -259,7 +270,7 @@ def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, direct
         attempts = 1
     # the library's own defaults where an option was not given
     options = {"force": force} | {k: v for k, v in choices.items() if v is not None and v is not False}
-    server = dump_command.page_server(options)  # connected and checked before a live guest is paused
+    server, lazy_server = dump_command.page_destinations(options, bool(live and not snapshot))
     if "prev_images_dir" in options:
         dumping.ParentImages(
             dumping.parent_path(directory, options["prev_images_dir"])
@@ -272,14 +283,15 @@ def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, direct
         return opened_guest(source, live, qmp, mem, vcpu_state, symbol_dirs)
 
     def dump_one(src, prog):
-        return dump_command.dump_opened(dumping, src, prog, pid, container, directory, quiet, **options)
+        return dump_command.dump_opened(dumping, src, prog, pid, container, directory, quiet, lazy_server, **options)
 
     try:
         summary = dump_command.dump_attempts(attempts, open_guest, dump_one, quiet)
     finally:
-        if server is not None:
-            server.close()
-    if not quiet:
+        for connection in (server, lazy_server):
+            if connection is not None:
+                connection.close()
+    if not quiet and lazy_server is None:  # a lazy dump said it before serving
         for line in summary.lines():
             click.echo(printable(line), err=True)
 

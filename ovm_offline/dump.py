@@ -40,7 +40,7 @@ from .kernel.task import timekeeping
 from .kernel.task.pid import task_active_pid_ns
 from .kernel.task.tasks import PF_EXITING, find_process, is_kthread, process_tree, task_comm
 from .output import atomic_directory
-from .page_output import page_writers
+from .page_output import LazyMemory, page_writers
 from .refusals import (
     Refusal,
     decide,
@@ -77,6 +77,7 @@ class DumpSummary:
     parent_pages: int = 0  # unchanged since the parent dump (--prev-images-dir): not written
     pre_dump: bool = False  # memory only (--pre-dump)
     page_server: str | None = None  # where the pagemaps and pages went, and the layout spoken
+    lazy_pages: int = 0  # left out of the pages files (--lazy-pages), served on request
 
     def lines(self) -> list[str]:
         return (
@@ -91,6 +92,7 @@ class DumpSummary:
                 if self.page_server
                 else []
             )
+            + ([f"{self.lazy_pages} lazy pages left out of the pages files, to be served"] if self.lazy_pages else [])
             + ([f"{self.parent_pages} pages unchanged since the parent dump, not written"] if self.parent_pages else [])
             + (
                 [f"warning: {self.swapped_pages} pages were swapped out and are not in memory; they are not saved"]
@@ -386,6 +388,7 @@ def dump(
     prev_images_dir: str | None = None,
     pre_dump: bool = False,
     page_server: PageServer | None = None,
+    lazy: LazyMemory | None = None,
 ) -> DumpSummary:
     """Save process `pid` (global PID) and its descendants as CRIU images in `directory`.
     Every refusal is decided before anything is written: open files that cannot be saved yet
@@ -400,10 +403,11 @@ def dump(
     INCONSISTENT_VIEWS_FILE. `prev_images_dir`: criu's --prev-images-dir, a dump of the same
     tree (relative paths from `directory`) whose unchanged pages this one names, not writes.
     `pre_dump`: write the tree's memory only, as `criu pre-dump` does (a parent for later dumps).
-    `page_server`: send the pagemaps and pages there (criu's --page-server), not to `directory`;
-    the dump is whole only once the server's final status came."""
-    if page_server is not None and (pre_dump or prev_images_dir is not None):
-        raise ValueError("a dump to a page server has no parent and is not a pre-dump")
+    `page_server`: send the pagemaps and pages there (criu's --page-server), not to `directory`.
+    `lazy`: write as `criu dump --lazy-pages` does, the lazy pages kept in `lazy` to be served."""
+    destination = page_server or lazy
+    if destination is not None and (pre_dump or prev_images_dir is not None):
+        raise ValueError("a dump to a page server or a lazy dump has no parent and is not a pre-dump")
     started = time.monotonic()
     parent = parent_images(directory, prev_images_dir, pid) if prev_images_dir is not None else None
     root, inconsistent = tree_view_disagreements(prog, pid, accept_inconsistent_views)
@@ -415,7 +419,7 @@ def dump(
         for proc in extraction.processes:
             parent.pages(proc.pid)  # each pagemap checked before anything is written
     stats = PagesStats()
-    writers = page_writers(source, parent, page_server, stats, progress)
+    writers = page_writers(source, parent, destination, stats, progress)
     with atomic_directory(directory, force) as tmp:
         written = _write_images(extraction.dump_set, tmp, writers, pre_dump, pagemaps_here=page_server is None)
         if inconsistent:
@@ -424,10 +428,10 @@ def dump(
             os.symlink(prev_images_dir, tmp / PARENT_LINK)  # as criu links it: the path as given
         if page_server is not None:
             page_server.finish()  # inside: without the server's status, -D is not kept
-    summary = _summary(
-        pid, extraction, written, stats, time.monotonic() - started, Path(directory), skipped, inconsistent
-    )
-    return dataclasses.replace(summary, pre_dump=pre_dump, page_server=page_server.describe() if page_server else None)
+    return _summary(
+        pid, extraction, written, stats, started, Path(directory), skipped, inconsistent, pre_dump=pre_dump,
+        page_server=page_server.describe() if page_server else None, lazy_pages=lazy.pages if lazy else 0,
+    )  # fmt: skip
 
 
 def _write_images(dump_set: build.DumpSet, tmp: Path, writers, pre_dump: bool, pagemaps_here: bool) -> build.Written:
@@ -462,7 +466,7 @@ def parent_images(directory: str | Path, prev_images_dir: str, pid: int) -> Pare
     return parent
 
 
-def _summary(pid, extraction, written, stats, seconds, directory, skipped, inconsistent) -> DumpSummary:
+def _summary(pid, extraction, written, stats, started, directory, skipped, inconsistent, **more) -> DumpSummary:
     processes, shared = extraction.processes, extraction.shared
     return DumpSummary(
         pid=pid,
@@ -476,9 +480,10 @@ def _summary(pid, extraction, written, stats, seconds, directory, skipped, incon
         swapped_pages=sum(p.mm.swapped_pages for p in processes if p.mm)
         + sum(shm.swapped_pages for shm in shared.shmem.values()),
         zero_pages=sum(p.mm.zero_pages for p in processes if p.mm),
-        seconds=seconds,
+        seconds=time.monotonic() - started,
         directory=directory,
         skipped=tuple(str(r) for r in skipped),
         inconsistent=tuple(inconsistent),
         parent_pages=stats.parent_pages,
+        **more,
     )

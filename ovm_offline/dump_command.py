@@ -14,18 +14,45 @@ import click
 from .errors import MomentError
 from .terminal import printable
 
-__all__ = ["check_dump_arguments", "dump_attempts", "dump_opened", "page_server", "snapshot_mode"]
+__all__ = [
+    "check_dump_arguments",
+    "dump_attempts",
+    "dump_opened",
+    "page_destinations",
+    "serve_lazy_pages",
+    "snapshot_mode",
+]
 
 
-def page_server(options: dict):
-    """The connection --page-server asks for, checked to speak its layout (None without it)."""
+def page_destinations(options: dict, one_pause_live: bool):
+    """The page server --page-server connects to and the listener --lazy-pages serves on (each
+    None without its option), refused in one line where the options do not go together;
+    connected, checked and bound before a live guest is paused."""
     address, layout = options.pop("page_server", None), options.pop("page_server_protocol", None)
+    lazy, port, bind = options.pop("lazy_pages", False), options.pop("port", None), options.pop("address", None)
+    if not lazy and (port is not None or bind is not None):
+        raise click.UsageError("--port and --address take --lazy-pages")
+    if layout is not None and address is None and not lazy:
+        raise click.UsageError("--page-server-protocol takes --page-server or --lazy-pages")
+    if (address is not None or lazy) and ("prev_images_dir" in options or "pre_dump" in options):
+        raise click.UsageError(
+            "--page-server and --lazy-pages take neither --prev-images-dir nor --pre-dump (not built yet)"
+        )
+    if lazy:
+        if address is not None:
+            raise click.UsageError("give --page-server or --lazy-pages, not both")
+        if port is None:
+            raise click.UsageError("--lazy-pages takes --port: where `criu lazy-pages --page-server` connects")
+        if one_pause_live:
+            raise click.UsageError(
+                "--lazy-pages would keep the guest paused until the destination has every page:"
+                " take the dump with --background or --precopy"
+            )
+        from .criu.lazy_pages import LazyPagesServer
+
+        return None, LazyPagesServer(bind or "0.0.0.0", port, layout or "3")
     if address is None:
-        if layout is not None:
-            raise click.UsageError("--page-server-protocol takes --page-server")
-        return None
-    if "prev_images_dir" in options or "pre_dump" in options:
-        raise click.UsageError("--page-server takes neither --prev-images-dir nor --pre-dump (not built yet)")
+        return None, None
     from .criu.page_server import PageServer, parse_address
 
     try:
@@ -33,7 +60,18 @@ def page_server(options: dict):
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--page-server") from None
     options["page_server"] = PageServer.connect(address, layout or "3")
-    return options["page_server"]
+    return options["page_server"], None
+
+
+def serve_lazy_pages(server, lazy, summary, quiet: bool) -> None:
+    """After a lazy dump: its summary, then its lazy pages to `criu lazy-pages` until it closes."""
+    if not quiet:
+        for line in summary.lines():
+            click.echo(printable(line), err=True)
+        click.echo(f"serving {lazy.pages} lazy pages on {server.where} for `criu lazy-pages --page-server`", err=True)
+    served = server.serve(lazy.read)
+    if not quiet:
+        click.echo(f"served {served.pages} of {lazy.pages} lazy pages in {served.requests} requests", err=True)
 
 
 def dump_attempts(attempts: int, open_guest, dump_one, quiet: bool):
@@ -69,20 +107,25 @@ def let_the_guest_run_on(refused: MomentError, attempt: int, attempts: int, src,
 BETWEEN_ATTEMPTS_SECONDS = (0.05, 0.5)
 
 
-def dump_opened(dumping, src, prog, pid, container, directory, quiet, **options):
+def dump_opened(dumping, src, prog, pid, container, directory, quiet, lazy_server, **options):
+    """The dump of an opened guest; with a lazy-pages server, its serving after (the source open)."""
     bar = None
     if not quiet and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(desc="pages", unit="B", unit_scale=True, leave=False)
     progress = (lambda done: bar.update(done - bar.n)) if bar else None
+    lazy = dumping.LazyMemory(src) if lazy_server is not None else None
     try:
         if container is not None:
             pid = dumping.container_root(prog, container)
-        return dumping.dump(src, prog, pid, directory, progress=progress, **options)
+        summary = dumping.dump(src, prog, pid, directory, progress=progress, lazy=lazy, **options)
     finally:
         if bar:
             bar.close()
+    if lazy is not None:
+        serve_lazy_pages(lazy_server, lazy, summary, quiet)
+    return summary
 
 
 def snapshot_mode(precopy: bool, background: bool, live_guest: bool) -> str | None:

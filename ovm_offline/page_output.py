@@ -4,6 +4,8 @@ both where it runs. The writers are what `criu.build` calls for each process and
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,8 +14,10 @@ from .criu.page_server import PS_TYPE_PID, PS_TYPE_SHMEM, PageServer
 from .criu.parent import ParentImages
 from .errors import writing_output
 from .extract.pages import (
+    PAGE_SIZE,
     PagesStats,
     pagemap_entries_with_pages,
+    read_user_pages,
     write_page_runs,
     write_pages,
     write_pages_over_parent,
@@ -21,23 +25,85 @@ from .extract.pages import (
 from .sources.base import PhysicalSource
 from .state import PageRun, ProcessState, SharedMemory, UserWrite
 
-__all__ = ["file_page_writers", "page_writers", "server_page_writers"]
+__all__ = ["LazyMemory", "file_page_writers", "lazy_page_writers", "page_writers", "server_page_writers"]
 
 Progress = Callable[[int], None] | None
+
+
+@dataclasses.dataclass
+class _LazyProcess:
+    runs: list[PageRun]
+    user_writes: list[UserWrite]
+    entries: list[tuple[int, int]]  # (vaddr, nr_pages) of its PE_LAZY entries, ascending
+
+
+@dataclasses.dataclass
+class LazyMemory:
+    """The lazy pages of a lazy dump (`criu dump --lazy-pages`), by process: read from the source
+    when the destination asks, which must stay open until then."""
+
+    source: PhysicalSource
+    processes: dict[int, _LazyProcess] = dataclasses.field(default_factory=dict)
+
+    @property
+    def pages(self) -> int:
+        return sum(n for proc in self.processes.values() for _, n in proc.entries)
+
+    def read(self, pid: int, vaddr: int, nr_pages: int) -> tuple[int, bytes] | None:
+        """Up to `nr_pages` pages of `pid` from `vaddr`, not past the end of the lazy entry that
+        holds it (criu's page_pipe_read clamps at its iovec); None where no lazy entry holds it."""
+        proc = self.processes.get(pid)
+        if proc is None or vaddr % PAGE_SIZE:
+            return None
+        at = bisect.bisect_right(proc.entries, vaddr, key=lambda e: e[0]) - 1
+        if at < 0 or vaddr >= proc.entries[at][0] + proc.entries[at][1] * PAGE_SIZE:
+            return None
+        start, n = proc.entries[at]
+        n = min(nr_pages, n - (vaddr - start) // PAGE_SIZE)
+        return n, bytes(read_user_pages(self.source, proc.runs, vaddr, vaddr + n * PAGE_SIZE, proc.user_writes))
 
 
 def page_writers(
     source: PhysicalSource,
     parent: ParentImages | None,
-    server: PageServer | None,
+    destination: PageServer | LazyMemory | None,
     stats: PagesStats,
     progress: Progress,
 ) -> tuple[PagesWriter, ShmemPagesWriter]:
-    """The writers of a dump's pages: to a page server if there is one, to files otherwise."""
-    if server is None:
+    """The writers of a dump's pages: to a page server, to files with the lazy pages kept to be
+    served, or to files."""
+    if destination is None:
         return file_page_writers(source, parent, stats, progress)
-    assert parent is None  # the server would need the parent dump, where it runs
-    return server_page_writers(source, server, stats, progress)
+    assert parent is None  # a page server would need the parent dump where it runs; criu's lazy dump has none
+    if isinstance(destination, LazyMemory):
+        return lazy_page_writers(source, destination, stats, progress)
+    return server_page_writers(source, destination, stats, progress)
+
+
+def lazy_page_writers(
+    source: PhysicalSource, lazy: LazyMemory, stats: PagesStats, progress: Progress
+) -> tuple[PagesWriter, ShmemPagesWriter]:
+    """A lazy dump's writers: a process's pages file without its lazy pages, which `lazy` keeps
+    to serve; shared memory is written whole, as criu's lazy dump writes it."""
+
+    def pages_writer(proc: ProcessState, path: Path) -> list[tuple[int, int, int]]:
+        assert proc.mm is not None  # the writer writes no pages for a zombie
+        entries, kept = [], []
+        with writing_output(path), open(path, "wb") as out:
+            for entry, data in pagemap_entries_with_pages(
+                source, proc.mm.pages, proc.mm.user_writes, stats, lazy_dump=True
+            ):
+                entries.append((entry.vaddr, entry.nr_pages, entry.flags))
+                if data is None:
+                    kept.append((entry.vaddr, entry.nr_pages))
+                else:
+                    out.write(data)
+        lazy.processes[proc.pid] = _LazyProcess(proc.mm.pages, proc.mm.user_writes, kept)
+        if progress:
+            progress(stats.bytes)
+        return entries
+
+    return pages_writer, file_page_writers(source, None, stats, progress)[1]
 
 
 def file_page_writers(

@@ -150,7 +150,9 @@ def test_no_server_and_bad_addresses_are_refused_in_one_line(tmp_path):
     assert result.returncode == 2 and "--page-server-protocol takes --page-server" in result.stderr
     for extra in (["--pre-dump"], ["--prev-images-dir", "../p"]):
         result = ovm("dump", "x.elf", "--pid", "1", "-D", str(out), "--page-server", "h:1", *extra)
-        assert result.returncode == 2 and "--page-server takes neither" in result.stderr, result.stderr
+        assert result.returncode == 2 and "take neither --prev-images-dir nor --pre-dump" in result.stderr, (
+            result.stderr
+        )
     assert not out.exists()
 
 

@@ -23,7 +23,9 @@ grow with the size of the process.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
@@ -41,6 +43,7 @@ __all__ = [
     "place_user_writes",
     "pagemap_entries",
     "pagemap_entries_with_pages",
+    "read_user_pages",
     "write_page_runs",
     "write_pages",
     "write_pages_over_parent",
@@ -203,36 +206,57 @@ def write_page_runs(
     return entries
 
 
+def read_user_pages(
+    source: PhysicalSource, runs: list[PageRun], start: int, end: int, user_writes: Iterable[UserWrite] = ()
+) -> bytearray:
+    """The bytes of user addresses [start, end), every page of them in `runs` (ascending vaddr),
+    with `user_writes` laid over them; ValueError where a page is in no run."""
+    at = bisect.bisect_right(runs, start, key=lambda r: r.vaddr) - 1
+    data = bytearray()
+    va = start
+    while va < end:
+        if at < 0 or at >= len(runs) or not runs[at].vaddr <= va < runs[at].vaddr + runs[at].length:
+            raise ValueError(f"user page 0x{va:x} is not one the dump saves")
+        run = runs[at]
+        n = min(end, run.vaddr + run.length) - va
+        data += source.read(run.paddr + va - run.vaddr, n)
+        va += n
+        at += 1
+    for w in user_writes:
+        lo, hi = max(w.vaddr, start), min(w.vaddr + len(w.data), end)
+        if lo < hi:
+            data[lo - start : hi - start] = w.data[lo - w.vaddr : hi - w.vaddr]
+    return data
+
+
 def pagemap_entries_with_pages(
-    source: PhysicalSource, runs: list[PageRun], user_writes: Iterable[UserWrite] = (), stats: PagesStats | None = None
-) -> Iterator[tuple[PagemapRun, bytearray]]:
+    source: PhysicalSource,
+    runs: list[PageRun],
+    user_writes: Iterable[UserWrite] = (),
+    stats: PagesStats | None = None,
+    *,
+    lazy_dump: bool = False,
+) -> Iterator[tuple[PagemapRun, bytearray | None]]:
     """Each pagemap entry of `runs` (ascending vaddr) with its pages' bytes, `user_writes` laid
     over them: what write_pages writes, one entry (at most PIPE_MAX_PAGES pages) in memory at a
     time, for a destination that takes an entry with its pages (criu's page server). Entries
-    come in ascending vaddr, as the pages file holds them (a new ppb always follows the last)."""
+    come in ascending vaddr, as the pages file holds them (a new ppb always follows the last).
+    `lazy_dump`: as `criu dump --lazy-pages` makes them, its page pipe without chunk mode, and
+    its lazy entries PE_LAZY alone, without their pages (None): they are served on request."""
     st = stats if stats is not None else PagesStats()
     writes = list(user_writes)
-    at = 0  # the first run that may hold the next entry's pages
-    for entry in pagemap_entries(runs):
-        start, end = entry.vaddr, entry.vaddr + entry.nr_pages * PAGE_SIZE
-        data = bytearray()
-        va = start
-        while va < end:
-            while runs[at].vaddr + runs[at].length <= va:
-                at += 1
-            run = runs[at]
-            n = min(end, run.vaddr + run.length) - va
-            data += source.read(run.paddr + va - run.vaddr, n)
-            st.copies += 1
-            va += n
-        for w in writes:
-            lo, hi = max(w.vaddr, start), min(w.vaddr + len(w.data), end)
-            if lo < hi:
-                data[lo - start : hi - start] = w.data[lo - w.vaddr : hi - w.vaddr]
+    chunk = sys.maxsize if lazy_dump else NR_PIPES_PER_CHUNK
+    for entry in pagemap_entries(runs, pipes_per_chunk=chunk):
+        st.entries += 1
+        if lazy_dump and entry.flags & PE_LAZY:
+            st.lazy_pages += entry.nr_pages
+            yield dataclasses.replace(entry, flags=PE_LAZY), None
+            continue
+        data = read_user_pages(source, runs, entry.vaddr, entry.vaddr + entry.nr_pages * PAGE_SIZE, writes)
+        st.copies += 1
         st.bytes += len(data)
         st.pages += entry.nr_pages
         st.lazy_pages += entry.nr_pages if entry.flags & PE_LAZY else 0
-        st.entries += 1
         yield entry, data
 
 
