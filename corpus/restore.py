@@ -32,12 +32,15 @@ NETWORK_MODULES = ["virtio_net"]
 
 @dataclasses.dataclass(frozen=True)
 class PageServerRestore:
-    """A restore whose pagemaps and pages come through `criu page-server` in the guest:
-    `dump(address)` runs once it listens at `address` (HOST:PORT on this side), sends the pages
-    there, and returns the directory of the other images, which then go to the guest as a tar.
-    What it raises stops the guest and reaches the caller."""
+    """A restore whose pagemaps and pages come through `criu page-server` in the guest, in
+    `rounds` dumps (each round's server has the one before as its parent, as criu's migrations
+    chain pre-dumps): `dump(address, round)` runs once that round's server listens at `address`
+    (HOST:PORT on this side) and sends the pages there; the last returns the directory of the
+    other images, which then go to the guest as a tar. What it raises stops the guest and
+    reaches the caller."""
 
-    dump: Callable[[str], Path]
+    dump: Callable[[str, int], Path]
+    rounds: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,15 +155,21 @@ def _wait(what: Callable, *arguments) -> Exception | None:
     return None
 
 
-def _send_images(page_server: PageServerRestore, forwards: dict[int, int]) -> None:
-    """Once the guest's page server listens: the dump, then the other images as a tar."""
+def _send_images(guest: Guest, page_server: PageServerRestore, forwards: dict[int, int]) -> Exception | None:
+    """Each round: once the guest's page server listens, the dump; after the last, the other
+    images as a tar. What the guest's wait raised is returned; what the dump raises, raised."""
     host_port = {g: h for h, g in forwards.items()}
-    images = page_server.dump(f"127.0.0.1:{host_port[GUEST_PAGE_SERVER_PORT]}")
+    for n in range(1, page_server.rounds + 1):
+        failure = _wait(guest.expect, "NETWORK-READY", BOOT_TIMEOUT, f"starting criu page-server {n}")
+        if failure is not None:
+            return failure
+        images = page_server.dump(f"127.0.0.1:{host_port[GUEST_PAGE_SERVER_PORT]}", n)
     tar = io.BytesIO()
     with tarfile.open(fileobj=tar, mode="w") as archive:
         archive.add(images, arcname=".")
     with socket.create_connection(("127.0.0.1", host_port[GUEST_IMAGES_PORT]), timeout=60) as sock:
         sock.sendall(tar.getvalue())
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +210,7 @@ def _restore_once(rec: Recording, images: Path | None, log, network: Network) ->
                 "CRIU_RESTORE_OPTS": workload.criu_options,
                 "GOLDEN_TOOL": workload.golden_tool,
                 "IMAGES_PORT": str(GUEST_PAGE_SERVER_PORT) if page_server else "",
+                "PAGE_SERVER_ROUNDS": page_server.rounds if page_server else 0,
                 "TAR_PORT": str(GUEST_IMAGES_PORT),
                 "LAZY_PORT": str(GUEST_LAZY_PORT) if network.lazy_pages_port else "",
                 "LAZY_ADDRESS": GUEST_SEES_HOST,
@@ -232,11 +242,7 @@ def _restore_once(rec: Recording, images: Path | None, log, network: Network) ->
                 guest.wait_for_job, BOOT_TIMEOUT, f"booting {manifest['kernel']} to restore {workload.name}"
             )
             if failure is None and page_server is not None:
-                failure = _wait(
-                    guest.expect, "NETWORK-READY", BOOT_TIMEOUT, f"starting criu page-server on {manifest['kernel']}"
-                )
-                if failure is None:  # what the dump raises stops the guest and reaches the caller
-                    _send_images(page_server, forwards)
+                failure = _send_images(guest, page_server, forwards)
             if failure is None:
                 failure = _wait(
                     guest.expect, "DONE", RESTORE_TIMEOUT, f"restoring {workload.name} on {manifest['kernel']}"

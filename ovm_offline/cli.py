@@ -270,11 +270,9 @@ def dump(source, live, qmp, mem, vcpu_state, symbol_dirs, pid, container, direct
         attempts = 1
     # the library's own defaults where an option was not given
     options = {"force": force} | {k: v for k, v in choices.items() if v is not None and v is not False}
+    if "prev_images_dir" in options:  # before a live guest is paused
+        dumping.parent_images(directory, options["prev_images_dir"], pid, "page_server" in options)
     server, lazy_server = dump_command.page_destinations(options, bool(live and not snapshot))
-    if "prev_images_dir" in options:
-        dumping.ParentImages(
-            dumping.parent_path(directory, options["prev_images_dir"])
-        )  # before a live guest is paused
 
     def open_guest():
         opened = snapshot_source(snapshot, directory, qmp, mem, quiet) if snapshot else None

@@ -20,7 +20,7 @@ from typing import Any
 from . import filekinds
 from .criu import build
 from .criu.page_server import PageServer
-from .criu.parent import PARENT_LINK, ParentImages
+from .criu.parent import DIGESTS_FILE, PARENT_LINK, PageDigests, ParentImages
 from .errors import GuestDataError, ImageError, MomentError, NoSuchProcess, UnsupportedError
 from .extract.buildid import attach_build_ids
 from .extract.cgroups import task_cgroup_dir
@@ -405,11 +405,10 @@ def dump(
     `pre_dump`: write the tree's memory only, as `criu pre-dump` does (a parent for later dumps).
     `page_server`: send the pagemaps and pages there (criu's --page-server), not to `directory`.
     `lazy`: write as `criu dump --lazy-pages` does, the lazy pages kept in `lazy` to be served."""
-    destination = page_server or lazy
-    if destination is not None and (pre_dump or prev_images_dir is not None):
-        raise ValueError("a dump to a page server or a lazy dump has no parent and is not a pre-dump")
-    started = time.monotonic()
-    parent = parent_images(directory, prev_images_dir, pid) if prev_images_dir is not None else None
+    if lazy is not None and (pre_dump or prev_images_dir is not None):
+        raise ValueError("a lazy dump has no parent and is not a pre-dump")
+    started, digests = time.monotonic(), PageDigests()
+    parent = parent_images(directory, prev_images_dir, pid, page_server is not None) if prev_images_dir else None
     root, inconsistent = tree_view_disagreements(prog, pid, accept_inconsistent_views)
     extraction = extract_tree(prog, root, save_locks=file_locks, ghost_limit=ghost_limit)
     skipped = decide(extraction.refusals, skip_unsupported)
@@ -419,7 +418,7 @@ def dump(
         for proc in extraction.processes:
             parent.pages(proc.pid)  # each pagemap checked before anything is written
     stats = PagesStats()
-    writers = page_writers(source, parent, destination, stats, progress)
+    writers = page_writers(source, parent, page_server or lazy, stats, progress, digests)
     with atomic_directory(directory, force) as tmp:
         written = _write_images(extraction.dump_set, tmp, writers, pre_dump, pagemaps_here=page_server is None)
         if inconsistent:
@@ -428,6 +427,7 @@ def dump(
             os.symlink(prev_images_dir, tmp / PARENT_LINK)  # as criu links it: the path as given
         if page_server is not None:
             page_server.finish()  # inside: without the server's status, -D is not kept
+            digests.write(tmp / DIGESTS_FILE)
     return _summary(
         pid, extraction, written, stats, started, Path(directory), skipped, inconsistent, pre_dump=pre_dump,
         page_server=page_server.describe() if page_server else None, lazy_pages=lazy.pages if lazy else 0,
@@ -437,7 +437,7 @@ def dump(
 def _write_images(dump_set: build.DumpSet, tmp: Path, writers, pre_dump: bool, pagemaps_here: bool) -> build.Written:
     pages_writer, shmem_pages_writer = writers
     if pre_dump:
-        return build.write_pre_dump(dump_set, tmp, pages_writer)
+        return build.write_pre_dump(dump_set, tmp, pages_writer, pagemaps_here)
     return build.write_dump(
         dump_set, tmp, pages_writer, filekinds.new_writers(), shmem_pages_writer, pagemaps_here=pagemaps_here
     )
@@ -455,11 +455,17 @@ def parent_path(directory: str | Path, prev_images_dir: str) -> Path:
     return parent
 
 
-def parent_images(directory: str | Path, prev_images_dir: str, pid: int) -> ParentImages:
-    """The parent dump of a dump into `directory`, refused unless it is a dump of the same tree."""
+def parent_images(directory: str | Path, prev_images_dir: str, pid: int | None, to_page_server: bool) -> ParentImages:
+    """The parent dump of a dump into `directory`, refused unless it is a dump of the same tree
+    (`pid`, where it is known) and, for a dump to a page server, one whose pages went to one."""
     parent = ParentImages(parent_path(directory, prev_images_dir))
+    if to_page_server and parent.digests() is None:
+        raise ImageError(
+            f"{parent.directory}: has no page digests: a dump to a page server builds only on one whose pages"
+            " went to a page server too"
+        )
     leader = parent.root_pid()
-    if leader is not None and leader != pid:
+    if leader is not None and pid is not None and leader != pid:
         raise ImageError(
             f"{parent.directory}: is a dump of the tree of PID {leader}, not of PID {pid}: a parent dump must be of the same tree"
         )

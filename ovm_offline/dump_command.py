@@ -34,10 +34,8 @@ def page_destinations(options: dict, one_pause_live: bool):
         raise click.UsageError("--port and --address take --lazy-pages")
     if layout is not None and address is None and not lazy:
         raise click.UsageError("--page-server-protocol takes --page-server or --lazy-pages")
-    if (address is not None or lazy) and ("prev_images_dir" in options or "pre_dump" in options):
-        raise click.UsageError(
-            "--page-server and --lazy-pages take neither --prev-images-dir nor --pre-dump (not built yet)"
-        )
+    if lazy and ("prev_images_dir" in options or "pre_dump" in options):
+        raise click.UsageError("--lazy-pages takes neither --prev-images-dir nor --pre-dump (as criu's)")
     if lazy:
         if address is not None:
             raise click.UsageError("give --page-server or --lazy-pages, not both")

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import heapq
 from collections.abc import Callable
 from pathlib import Path
 
 from .criu.build import PagesWriter, ShmemPagesWriter
 from .criu.page_server import PS_TYPE_PID, PS_TYPE_SHMEM, PageServer
-from .criu.parent import ParentImages
-from .errors import writing_output
+from .criu.parent import PageDigests, ParentImages, page_digest
+from .errors import OutputError, writing_output
 from .extract.pages import (
     PAGE_SIZE,
+    PagemapRun,
     PagesStats,
     pagemap_entries_with_pages,
     read_user_pages,
+    split_over_parent,
     write_page_runs,
     write_pages,
     write_pages_over_parent,
@@ -69,15 +72,19 @@ def page_writers(
     destination: PageServer | LazyMemory | None,
     stats: PagesStats,
     progress: Progress,
+    digests: PageDigests | None = None,
 ) -> tuple[PagesWriter, ShmemPagesWriter]:
-    """The writers of a dump's pages: to a page server, to files with the lazy pages kept to be
-    served, or to files."""
+    """The writers of a dump's pages: to a page server (the digests of the pages it holds in
+    `digests`), to files with the lazy pages kept to be served, or to files."""
     if destination is None:
         return file_page_writers(source, parent, stats, progress)
-    assert parent is None  # a page server would need the parent dump where it runs; criu's lazy dump has none
     if isinstance(destination, LazyMemory):
+        assert parent is None  # criu's lazy dump has no parent
         return lazy_page_writers(source, destination, stats, progress)
-    return server_page_writers(source, destination, stats, progress)
+    assert digests is not None
+    before = parent.digests() if parent is not None else None
+    assert parent is None or before is not None  # dump.parent_images refused it
+    return server_page_writers(source, destination, stats, progress, before, digests)
 
 
 def lazy_page_writers(
@@ -132,26 +139,53 @@ def file_page_writers(
 
 
 def server_page_writers(
-    source: PhysicalSource, server: PageServer, stats: PagesStats, progress: Progress
+    source: PhysicalSource,
+    server: PageServer,
+    stats: PagesStats,
+    progress: Progress,
+    parent: PageDigests | None,
+    digests: PageDigests,
 ) -> tuple[PagesWriter, ShmemPagesWriter]:
     """Writers that send each pagemap, entry by entry with its pages, to a page server (the path
-    they are given is not made: no page touches this side's disk)."""
+    they are given is not made: no page touches this side's disk). A process's pages whose
+    digest equals the `parent` dump's at the same address go as PE_PARENT holes, which the server
+    checks against its own parent images; `digests` gets the digest of every page it holds."""
 
-    def send(kind: int, image_id: int, runs: list[PageRun], user_writes: list[UserWrite]) -> list[tuple[int, int, int]]:
-        server.open(kind, image_id)
+    def send(kind: int, image_id: int, runs: list[PageRun], holes: list[PagemapRun], writes: list[UserWrite]):
+        has_parent = server.open(kind, image_id)
+        if holes and not has_parent:
+            raise OutputError(
+                f"page server {server.address}: has no parent images of pid {image_id}, which this dump builds on"
+                " (start it with --prev-images-dir)"
+            )
         entries = []
-        for entry, data in pagemap_entries_with_pages(source, runs, user_writes, stats):
+        sent = pagemap_entries_with_pages(source, runs, writes, stats)
+        for entry, data in heapq.merge(sent, ((h, None) for h in holes), key=lambda e: e[0].vaddr):
             server.add(entry.vaddr, entry.nr_pages, entry.flags, data)
             entries.append((entry.vaddr, entry.nr_pages, entry.flags))
+            if kind == PS_TYPE_PID and data is not None:
+                mine = digests.of(image_id)
+                view = memoryview(data)
+                for i in range(entry.nr_pages):
+                    mine[entry.vaddr + i * PAGE_SIZE] = page_digest(view[i * PAGE_SIZE : (i + 1) * PAGE_SIZE])
             if progress:
                 progress(stats.bytes)
         return entries
 
     def pages_writer(proc: ProcessState, _path: Path) -> list[tuple[int, int, int]]:
         assert proc.mm is not None  # the writer writes no pages for a zombie
-        return send(PS_TYPE_PID, proc.pid, proc.mm.pages, proc.mm.user_writes)
+        before = parent.processes.get(proc.pid) if parent is not None else None
+        if before is None:
+            return send(PS_TYPE_PID, proc.pid, proc.mm.pages, [], proc.mm.user_writes)
+        changed, holes = split_over_parent(source, proc.mm, lambda vaddr, page: before.get(vaddr) == page_digest(page))
+        mine = digests.of(proc.pid)
+        for hole in holes:
+            for i in range(hole.nr_pages):
+                mine[hole.vaddr + i * PAGE_SIZE] = before[hole.vaddr + i * PAGE_SIZE]
+        stats.parent_pages += sum(h.nr_pages for h in holes)
+        return send(PS_TYPE_PID, proc.pid, changed, holes, proc.mm.user_writes)
 
     def shmem_pages_writer(shm: SharedMemory, _path: Path) -> list[tuple[int, int, int]]:
-        return send(PS_TYPE_SHMEM, shm.ino, shm.pages, [])
+        return send(PS_TYPE_SHMEM, shm.ino, shm.pages, [], [])  # shared memory goes whole, as files hold it
 
     return pages_writer, shmem_pages_writer

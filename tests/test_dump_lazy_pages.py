@@ -159,7 +159,7 @@ def test_lazy_pages_options_are_refused_where_they_do_not_go(tmp_path):
         (["--lazy-pages"], "--lazy-pages takes --port"),
         (["--port", "1"], "--port and --address take --lazy-pages"),
         (["--lazy-pages", "--port", "1", "--page-server", "h:1"], "not both"),
-        (["--lazy-pages", "--port", "1", "--pre-dump"], "take neither --prev-images-dir nor --pre-dump"),
+        (["--lazy-pages", "--port", "1", "--pre-dump"], "--lazy-pages takes neither --prev-images-dir nor --pre-dump"),
     ]:
         result = ovm("dump", "x.elf", "--pid", "1", "-D", out, *extra)
         assert result.returncode == 2 and needle in result.stderr, result.stderr

@@ -6,6 +6,7 @@ the 32-byte one."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from pathlib import Path
@@ -16,6 +17,7 @@ from corpus import kernels
 from corpus.restore import PageServerRestore, restore
 from ovm_offline.criu.descriptors import PAGE_SIZE, PE_PRESENT
 from ovm_offline.criu.page_server import LAYOUTS, PS_IOV_ADD_F, PS_IOV_CLOSE, PS_IOV_OPEN2, PS_IOV_PARENT
+from ovm_offline.criu.parent import _DIGEST_RECORD, _DIGESTS_MAGIC, DIGESTS_FILE
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import dump_from, ovm
 
@@ -47,7 +49,7 @@ def test_a_dump_to_criu_page_server_restores_the_workload(recording, tmp_path, k
     local = tmp_path / "local"
     said: list[str] = []
 
-    def dump(address: str) -> Path:
+    def dump(address: str, _round: int) -> Path:
         result = ovm(
             "dump", str(rec.elf), "--pid", str(root), "-D", str(local),
             "--page-server", address, "--page-server-protocol", _layout(kernel),
@@ -59,12 +61,77 @@ def test_a_dump_to_criu_page_server_restores_the_workload(recording, tmp_path, k
     result = restore(rec, None, log=lambda m: None, page_server=PageServerRestore(dump))
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
     assert "page server 127.0.0.1:" in said[0] and f"(criu {_layout(kernel)}'s layout)" in said[0], said[0]
-    # every other image is here, as a local dump writes it; no page and no pagemap is
+    # every other image is here, as a local dump writes it, and the pages' digests; no page and
+    # no pagemap is
     assert sorted(p.name for p in local.iterdir()) == sorted(
-        p.name for p in reference.iterdir() if p.name not in _page_files(reference)
+        [DIGESTS_FILE, *(p.name for p in reference.iterdir() if p.name not in _page_files(reference))]
     )
     page_bytes = sum((reference / name).stat().st_size for name in _page_files(reference) if name.startswith("pages-"))
     assert page_bytes and sum(p.stat().st_size for p in local.iterdir()) < page_bytes / 8
+
+
+def _forget_pages(digests: Path, every: int) -> int:
+    """Alter every `every`th page's digest, as if those pages had changed since: the next dump
+    sends them, and holes for the rest. Returns how many were altered."""
+    data = digests.read_bytes()
+    body = bytearray(data[len(_DIGESTS_MAGIC) :])
+    altered = 0
+    for i in range(0, len(body) // _DIGEST_RECORD.size, every):
+        body[(i + 1) * _DIGEST_RECORD.size - 1] ^= 0xFF
+        altered += 1
+    digests.write_bytes(_DIGESTS_MAGIC + bytes(body))
+    return altered
+
+
+@pytest.mark.guest
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_pre_dumps_and_a_final_dump_to_chained_page_servers_restore_from_the_last(recording, tmp_path, kernel):
+    """As the seeds migrate, diskless: pre-dump, pre-dump, final dump, each to a page server whose
+    parent is the round before. The recording is one moment, so the rounds are made to differ by
+    altering the digests of some pages kept beside the previous round: those are sent again."""
+    rec = recording(kernel, "memhog-64")
+    root = rec.manifest["root_pid"]
+    chain = tmp_path / "chain"
+    chain.mkdir()
+    said: list[str] = []
+    altered: list[int] = []
+
+    def dump(address: str, n: int) -> Path:
+        how = ["--pre-dump"] if n < 3 else []
+        parent = ["--prev-images-dir", f"../{n - 1}"] if n > 1 else []
+        if n > 1:
+            altered.append(_forget_pages(chain / str(n - 1) / DIGESTS_FILE, every=4 * n))
+        result = ovm(
+            "dump", str(rec.elf), "--pid", str(root), "-D", str(chain / str(n)), *how, *parent,
+            "--page-server", address,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        said.append(result.stderr)
+        return chain / str(n)
+
+    result = restore(rec, None, log=lambda m: None, page_server=PageServerRestore(dump, rounds=3))
+    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
+    assert "pre-dumped (memory only)" in said[0] and "pre-dumped (memory only)" in said[1]
+    assert not _page_files(chain / "3") and (chain / "3" / "parent").is_symlink()
+    for n in (2, 3):
+        sent = int(re.search(r": (\d+) pages \(", said[n - 1]).group(1))
+        kept = int(re.search(r"(\d+) pages unchanged since the parent dump", said[n - 1]).group(1))
+        # only the pages whose digests were altered (and those the kernel still writes into) went again
+        assert altered[n - 2] <= sent <= altered[n - 2] + 8 and kept > 4 * sent, said[n - 1]
+
+
+def test_a_parent_whose_pages_did_not_go_to_a_page_server_is_refused_before_anything(tmp_path):
+    parent = tmp_path / "1"
+    parent.mkdir()
+    (parent / "inventory.img").write_bytes(b"")
+    out = tmp_path / "2"
+    result = ovm("dump", "x.elf", "--pid", "1", "-D", str(out), "--prev-images-dir", "../1", "--page-server", "h:1")
+    assert_one_line_failure(result, f"{parent}: has no page digests")
+    (parent / DIGESTS_FILE).write_bytes(b"OVMPDIG1" + b"\0" * 5)
+    result = ovm("dump", "x.elf", "--pid", "1", "-D", str(out), "--prev-images-dir", "../1", "--page-server", "h:1")
+    assert_one_line_failure(result, "not ovm-offline's page digests, or truncated")
+    assert not out.exists()
 
 
 @pytest.mark.guest
@@ -77,7 +144,7 @@ def test_the_other_layout_is_refused_by_name_and_nothing_is_left(recording, tmp_
     other = next(name for name in LAYOUTS if name != ours)
     out = tmp_path / "out"
 
-    def dump(address: str) -> Path:
+    def dump(address: str, _round: int) -> Path:
         result = ovm(
             "dump", str(rec.elf), "--pid", str(rec.manifest["root_pid"]), "-D", str(out),
             "--page-server", address, "--page-server-protocol", other,
@@ -148,11 +215,6 @@ def test_no_server_and_bad_addresses_are_refused_in_one_line(tmp_path):
         assert result.returncode == 2 and needle in result.stderr, result.stderr
     result = ovm("dump", "x.elf", "--pid", "1", "-D", str(out), "--page-server-protocol", "4.2")
     assert result.returncode == 2 and "--page-server-protocol takes --page-server" in result.stderr
-    for extra in (["--pre-dump"], ["--prev-images-dir", "../p"]):
-        result = ovm("dump", "x.elf", "--pid", "1", "-D", str(out), "--page-server", "h:1", *extra)
-        assert result.returncode == 2 and "take neither --prev-images-dir nor --pre-dump" in result.stderr, (
-            result.stderr
-        )
     assert not out.exists()
 
 

@@ -18,23 +18,30 @@ if [ -n "$IMAGES_PORT" ]; then
     # The pagemaps and pages come from the host's dump through criu page-server, the other
     # images after them as a tar
     network_up
-    IMAGES=/run/ovm/net-images
-    mkdir -p "$IMAGES"
-    criu page-server -D "$IMAGES" --port "$IMAGES_PORT" -o /run/ovm/out/page-server.log -v4 \
-        --daemon --pidfile /run/ovm/page-server.pid || fail "criu page-server exited $?"
     busybox nc -l -p "$TAR_PORT" > /run/ovm/images.tar < /dev/null &
     TAR_NC=$!
-    ctl "NETWORK-READY"
+    r=1  # each round's server has the round before as its parent, as criu's migrations chain pre-dumps
+    while [ $r -le "$PAGE_SERVER_ROUNDS" ]; do
+        PARENT=""; [ $r -gt 1 ] && PARENT="--prev-images-dir ../$((r - 1))"
+        mkdir -p "/run/ovm/net-images/$r"
+        rm -f /run/ovm/page-server.pid
+        criu page-server -D "/run/ovm/net-images/$r" $PARENT --port "$IMAGES_PORT" -o "/run/ovm/out/page-server-$r.log" \
+            -v4 --daemon --pidfile /run/ovm/page-server.pid ||
+            fail "criu page-server $r exited $?: $(grep Error "out/page-server-$r.log" | tail -n 2 | tr '\n' ' ')"
+        ctl "NETWORK-READY"
+        i=0  # the page server ends once the dump's final status is answered
+        while kill -0 "$(cat /run/ovm/page-server.pid)" 2>/dev/null; do
+            i=$((i + 1)); [ $i -gt 600 ] && fail "criu page-server $r did not end: $(tail -n 3 "out/page-server-$r.log" | tr '\n' ' ')"
+            sleep 0.1
+        done
+        # (kerndat's probes log errors of their own, such as tun's: only the transfer's count)
+        ERR=$(grep "Error (criu/page-xfer.c" "out/page-server-$r.log" | tail -n 3 | tr '\n' ' ')
+        [ -z "$ERR" ] || fail "criu page-server $r: $ERR"
+        r=$((r + 1))
+    done
+    IMAGES=/run/ovm/net-images/$PAGE_SERVER_ROUNDS
     wait $TAR_NC
     tar -x -f /run/ovm/images.tar -C "$IMAGES" || fail "the other images did not come whole"
-    i=0  # the page server ends once the dump's final status is answered
-    while kill -0 "$(cat /run/ovm/page-server.pid)" 2>/dev/null; do
-        i=$((i + 1)); [ $i -gt 300 ] && fail "criu page-server did not end: $(tail -n 3 out/page-server.log | tr '\n' ' ')"
-        sleep 0.1
-    done
-    # (kerndat's probes log errors of their own, such as tun's: only the transfer's count)
-    ERR=$(grep "Error (criu/page-xfer.c" out/page-server.log | tail -n 3 | tr '\n' ' ')
-    [ -z "$ERR" ] || fail "criu page-server: $ERR"
 fi
 if [ -n "$LAZY_PORT" ]; then
     # Post-copy: the daemon asks the host's server for each page the restored tree faults on,

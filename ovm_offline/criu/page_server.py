@@ -103,12 +103,13 @@ class PageServer:
         if struct.unpack("<i", answer)[0] < 0:
             raise OutputError(f"page server {self.address}: refused the check of its parent images")
 
-    def open(self, kind: int, image_id: int) -> None:
+    def open(self, kind: int, image_id: int) -> bool:
         """Start the pagemap of a process (PS_TYPE_PID, its pid) or a shmem file
-        (PS_TYPE_SHMEM, its inode); the server answers whether it has a parent dump."""
+        (PS_TYPE_SHMEM, its inode); whether the server has it in a parent dump."""
         self._send_header(PS_IOV_OPEN2, 0, 0, _dst_id(kind, image_id))
-        self._receive(1, f"the opening of pagemap {image_id}")
+        has_parent = self._receive(1, f"the opening of pagemap {image_id}") != b"\0"
         self.dst_id = _dst_id(kind, image_id)
+        return has_parent
 
     def add(self, vaddr: int, nr_pages: int, flags: int, pages: bytes | bytearray | None) -> None:
         """One pagemap entry of the open pagemap, with its pages when flags has PE_PRESENT."""

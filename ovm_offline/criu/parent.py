@@ -11,18 +11,69 @@ the chain of parents is at most MAX_CHAIN long (a `parent` link to itself ends t
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
+import struct
 from pathlib import Path
 
 from ..errors import ImageError
 from .images import INVENTORY, PAGEMAP, PAGES, PSTREE, ImageDir, page_present, pagemap_run_pages
 
-__all__ = ["MAX_CHAIN", "PARENT_LINK", "ParentImages", "ParentPages"]
+__all__ = ["DIGESTS_FILE", "MAX_CHAIN", "PARENT_LINK", "PageDigests", "ParentImages", "ParentPages", "page_digest"]
 
 PAGE_SIZE = 4096
 PARENT_LINK = "parent"  # criu's CR_PARENT_LINK
 #: how many parents deep a chain of dumps is followed (criu follows any; a loop would not end)
 MAX_CHAIN = 64
+
+#: beside a dump whose pages went to a page server: a digest of each page it saved, by process
+#: and address, so that a later dump of the same tree sends only what changed (PE_PARENT holes
+#: for the rest, which the server checks against its own parent images) with no page kept here
+DIGESTS_FILE = "ovm-offline-page-digests"
+_DIGESTS_MAGIC = b"OVMPDIG1"
+_DIGEST_RECORD = struct.Struct("<IQ16s")  # pid, vaddr, BLAKE2b-128 of the page
+#: the most a digests file may hold: 16 GiB of records, the pages of over 2 TiB
+MAX_DIGESTS_BYTES = 16 << 30
+
+
+def page_digest(page: bytes | bytearray | memoryview) -> bytes:
+    return hashlib.blake2b(page, digest_size=16).digest()
+
+
+class PageDigests:
+    """pid -> {vaddr: digest} of the pages a dump saved (the pages the server holds for it)."""
+
+    def __init__(self) -> None:
+        self.processes: dict[int, dict[int, bytes]] = {}
+
+    def of(self, pid: int) -> dict[int, bytes]:
+        return self.processes.setdefault(pid, {})
+
+    def write(self, path: Path) -> None:
+        with open(path, "wb") as out:
+            out.write(_DIGESTS_MAGIC)
+            for pid, pages in self.processes.items():
+                out.write(b"".join(_DIGEST_RECORD.pack(pid, vaddr, d) for vaddr, d in sorted(pages.items())))
+
+    @classmethod
+    def read(cls, path: Path) -> PageDigests:
+        """A digests file, refused by name where it is not one, is truncated or is absurd."""
+        try:
+            size = path.stat().st_size
+            if size > MAX_DIGESTS_BYTES:
+                raise ImageError(f"{path}: {size} bytes, more than any dump's page digests ({MAX_DIGESTS_BYTES})")
+            data = path.read_bytes()
+        except OSError as e:
+            raise ImageError(f"{path}: cannot read: {e.strerror or e}") from None
+        body = data[len(_DIGESTS_MAGIC) :]
+        if not data.startswith(_DIGESTS_MAGIC) or len(body) % _DIGEST_RECORD.size:
+            raise ImageError(f"{path}: not ovm-offline's page digests, or truncated")
+        digests = cls()
+        for pid, vaddr, digest in _DIGEST_RECORD.iter_unpack(body):
+            if vaddr % PAGE_SIZE:
+                raise ImageError(f"{path}: a page digest at unaligned address {vaddr:#x}")
+            digests.of(pid)[vaddr] = digest
+        return digests
 
 
 class ParentImages:
@@ -45,6 +96,11 @@ class ParentImages:
         link = Path(real) / PARENT_LINK
         # the whole chain is opened now: a loop or a missing link is refused before anything is written
         self._parent = ParentImages(link, depth + 1, seen | {real}) if os.path.lexists(link) else None
+
+    def digests(self) -> PageDigests | None:
+        """The page digests of a dump whose pages went to a page server, or None."""
+        path = self.directory / DIGESTS_FILE
+        return PageDigests.read(path) if path.exists() else None
 
     def root_pid(self) -> int | None:
         """The pid that leads the dumped tree, where the directory has a process tree (a

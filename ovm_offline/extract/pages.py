@@ -44,6 +44,7 @@ __all__ = [
     "pagemap_entries",
     "pagemap_entries_with_pages",
     "read_user_pages",
+    "split_over_parent",
     "write_page_runs",
     "write_pages",
     "write_pages_over_parent",
@@ -273,10 +274,22 @@ def write_pages_over_parent(
 ) -> list[PagemapRun]:
     """write_pages for a dump with a parent (criu --prev-images-dir): a page whose bytes equal
     the parent's page at the same address (`parent_page(vaddr)`, None where it has none) is
-    a PE_PARENT entry and not written; the others are written as write_pages writes them.
-    Content decides, not a dirty log (QEMU's is not exact under TCG). A page the kernel would
-    still write into (`user_writes`) is always written."""
+    a PE_PARENT entry and not written; the others are written as write_pages writes them."""
     st = stats if stats is not None else PagesStats()
+    changed, kept = split_over_parent(source, mm, lambda vaddr, page: parent_page(vaddr) == page)
+    entries = write_pages(source, dataclasses.replace(mm, pages=changed), pages_file, st)
+    entries += kept
+    st.parent_pages += sum(e.nr_pages for e in kept)
+    st.entries += len(kept)
+    return sorted(entries, key=lambda e: e.vaddr)
+
+
+def split_over_parent(
+    source: PhysicalSource, mm: MmState, unchanged: Callable[[int, bytes], bool]
+) -> tuple[list[PageRun], list[PagemapRun]]:
+    """The runs of `mm`'s pages that changed since a parent dump, and the PE_PARENT entries of
+    those that did not (`unchanged(vaddr, page)`). Content decides, not a dirty log (QEMU's is
+    not exact under TCG). A page the kernel would still write into (`user_writes`) has changed."""
     written = {
         page * PAGE_SIZE
         for w in mm.user_writes
@@ -289,7 +302,7 @@ def write_pages_over_parent(
             chunk = source.read(run.paddr + at, min(_COMPARE_BYTES, run.length - at))
             for i in range(0, len(chunk), PAGE_SIZE):
                 vaddr, paddr = run.vaddr + at + i, run.paddr + at + i
-                if vaddr not in written and parent_page(vaddr) == chunk[i : i + PAGE_SIZE]:
+                if vaddr not in written and unchanged(vaddr, chunk[i : i + PAGE_SIZE]):
                     if kept and kept[-1][0] + kept[-1][1] * PAGE_SIZE == vaddr:
                         kept[-1][1] += 1
                     else:
@@ -305,8 +318,4 @@ def write_pages_over_parent(
                     changed[-1] = dataclasses.replace(last, length=last.length + PAGE_SIZE)
                 else:
                     changed.append(PageRun(vaddr, paddr, PAGE_SIZE, run.lazy))
-    entries = write_pages(source, dataclasses.replace(mm, pages=changed), pages_file, st)
-    entries += [PagemapRun(vaddr, n, PE_PARENT) for vaddr, n in kept]
-    st.parent_pages += sum(n for _, n in kept)
-    st.entries += len(kept)
-    return sorted(entries, key=lambda e: e.vaddr)
+    return changed, [PagemapRun(vaddr, n, PE_PARENT) for vaddr, n in kept]

@@ -205,7 +205,7 @@ def _write_file(path: Path, data: bytes) -> None:
         path.write_bytes(data)
 
 
-def write_pre_dump(dump: DumpSet, directory: Path, write_pages: PagesWriter) -> Written:
+def write_pre_dump(dump: DumpSet, directory: Path, write_pages: PagesWriter, pagemaps_here: bool = True) -> Written:
     """A pre-dump of `dump` into `directory`, as `criu pre-dump` writes one: the process tree's
     memory only (inventory, and each process's pagemap and pages; pstree too, so that a dump
     built on it can check that it is of the same tree). A later dump names its unchanged pages;
@@ -216,7 +216,8 @@ def write_pre_dump(dump: DumpSet, directory: Path, write_pages: PagesWriter) -> 
         if proc.mm is not None:
             pages_id = w.next_pages_id()
             pagemap = write_pages(proc, directory / images.PAGES.filename(pages_id))
-            w.put(images.PAGEMAP, pagemap_entries(pages_id, pagemap), proc.pid)
+            if pagemaps_here:
+                w.put(images.PAGEMAP, pagemap_entries(pages_id, pagemap), proc.pid)
             w.written.pages += sum(nr for _, nr, _ in pagemap)
     w.written.page_bytes = w.written.pages * 4096
     return w.written
