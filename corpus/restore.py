@@ -3,6 +3,7 @@ kernel, with the workload's files recreated as they were, and the workload's own
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
@@ -10,7 +11,7 @@ import socket
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ovm_offline.criu import images as criu_images
@@ -135,6 +136,7 @@ def _network_members(kernel: kernels.UnpackedKernel) -> dict[str, bytes | Path]:
     loaded = set(load_order(initramfs.GUEST_MODULES))  # as the initramfs loads them (virtio_ring)
     order = [m for m in load_order(NETWORK_MODULES) if m not in loaded]
     return {
+        "net.sh": (jobs.GUEST_DIR / "net.sh").read_bytes(),
         "netmods/load-order": "".join(f"{m}\n" for m in order).encode(),
         **{f"netmods/{m}.ko": kernel.module_bytes(m) for m in order},
     }
@@ -268,3 +270,36 @@ def _restore_once(rec: Recording, images: Path | None, log, network: Network) ->
             f"restore of {workload.name} on {manifest['kernel']}: {'ok' if verdict.ok else 'FAILED'} ({verdict.detail})"
         )
         return RestoreResult(verdict.ok, verdict.detail, after, restore_log, seconds)
+
+
+@dataclasses.dataclass
+class PageServerGuest:
+    """A guest of a kernel whose criu page-server listens at `address` (HOST:PORT on this side);
+    once the dump sent its pages, `images` holds what the server wrote (pagemaps and pages)."""
+
+    address: str
+    images: Path
+
+
+@contextlib.contextmanager
+def page_server_guest(kernel_name: str, work: Path) -> Iterator[PageServerGuest]:
+    """A destination that only receives: boot a guest of `kernel_name` running `criu page-server`,
+    yield once it listens; after the block (the dump done), its images come back into `work`."""
+    kernel = kernels.unpack(kernels.get_kernel(kernel_name))
+    image = initramfs.build(kernel)
+    work.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    script = jobs.job_script("page-server-job.sh", {"W": "page-server", "IMAGES_PORT": GUEST_PAGE_SERVER_PORT})
+    members = {"job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(), **_network_members(kernel)}
+    jobs.write_input_disk(work / "in.img", members)
+    jobs.blank_output_disk(work / "out.img", 1024)
+    with Guest(
+        work, kernel.vmlinuz, image, 512, [work / "in.img", work / "out.img"],
+        cmdline_extra=kernel.kernel.cmdline, forwards={port: GUEST_PAGE_SERVER_PORT},
+    ) as guest:  # fmt: skip
+        guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for criu page-server")
+        guest.expect("NETWORK-READY", BOOT_TIMEOUT, f"starting criu page-server on {kernel_name}")
+        yield PageServerGuest(f"127.0.0.1:{port}", work / "out" / "out" / "net-images")
+        guest.expect("DONE", RESTORE_TIMEOUT, f"criu page-server on {kernel_name} writing its images")
+        guest.wait_exit(60)
+    jobs.read_output_disk(work / "out.img", work / "out")

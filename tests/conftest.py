@@ -4,7 +4,10 @@ no fixtures live in tests/support."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -91,3 +94,11 @@ def dumped(recording, tmp_path_factory):
         return made[(kernel, workload, take)]
 
     return get
+
+
+@pytest.fixture
+def ram_on_tmpfs():
+    """Guest RAM on /dev/shm: a background snapshot write-protects tmpfs memory only."""
+    ram_dir = Path(tempfile.mkdtemp(prefix="ovm-test-ram-", dir="/dev/shm"))
+    yield ram_dir
+    shutil.rmtree(ram_dir, ignore_errors=True)

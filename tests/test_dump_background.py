@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -33,15 +31,6 @@ KERNELS = list(kernels.KERNELS)
 # while it streams (1% of 64 MiB a second, each page with its next generation)
 WORKLOADS = ["spinners", "memhog-writer"]
 pytestmark = [pytest.mark.guest, pytest.mark.slow]
-
-
-@pytest.fixture
-def ram_on_tmpfs():
-    ram_dir = Path(tempfile.mkdtemp(prefix="ovm-test-ram-", dir="/dev/shm"))
-    try:
-        yield ram_dir
-    finally:
-        shutil.rmtree(ram_dir, ignore_errors=True)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -7,10 +7,7 @@ dump, and the workload checks every page."""
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,14 +21,6 @@ from tests.support.corpus_cases import skip_unless_live
 
 KERNELS = list(kernels.KERNELS)
 pytestmark = pytest.mark.guest
-
-
-@pytest.fixture
-def ram_on_tmpfs():
-    """Guest RAM on /dev/shm: a background snapshot write-protects tmpfs memory only."""
-    ram_dir = Path(tempfile.mkdtemp(prefix="ovm-test-ram-", dir="/dev/shm"))
-    yield ram_dir
-    shutil.rmtree(ram_dir, ignore_errors=True)
 
 
 def _pages(directory, pid) -> tuple[int, int]:

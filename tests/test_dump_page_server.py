@@ -7,6 +7,7 @@ the 32-byte one."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import threading
 from pathlib import Path
@@ -14,12 +15,14 @@ from pathlib import Path
 import pytest
 
 from corpus import kernels
-from corpus.restore import PageServerRestore, restore
+from corpus.recorder import record_with_live_dump
+from corpus.restore import PageServerRestore, page_server_guest, restore
 from ovm_offline.criu.descriptors import PAGE_SIZE, PE_PRESENT
 from ovm_offline.criu.page_server import LAYOUTS, PS_IOV_ADD_F, PS_IOV_CLOSE, PS_IOV_OPEN2, PS_IOV_PARENT
 from ovm_offline.criu.parent import _DIGEST_RECORD, _DIGESTS_MAGIC, DIGESTS_FILE
 from tests.support.checks import assert_one_line_failure
-from tests.support.cli import dump_from, ovm
+from tests.support.cli import MOMENTS, dump_from, ovm
+from tests.support.corpus_cases import skip_unless_live
 
 #: one process's pages (memhog-64: 64 MiB, each page's pattern checked after restore), shared
 #: memory (pagemap-shmem-INO.img), and criu 4.2.1's layout on 7.2 (whose share has filemap)
@@ -231,3 +234,41 @@ def test_a_silent_server_is_taken_for_the_other_layout(tmp_path, monkeypatch):
         page_server.PageServer.connect(address, "3")
     thread.join(10)
     listener.close()
+
+
+#: a one-pause live dump (the guest paused while its pages stream to the server) and one from a
+#: background snapshot (paused only for QEMU's downtime), as a migration takes it
+LIVE_MODES = {"one-pause": [], "background": ["--background"]}
+
+
+@pytest.mark.guest
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", list(kernels.KERNELS))
+@pytest.mark.parametrize("mode", list(LIVE_MODES))
+def test_a_live_dump_to_criu_page_server_restores_the_running_writer(tmp_path, ram_on_tmpfs, kernel, mode):
+    """The migration's own path: a running guest (memhog-writer rewriting its pages) dumped
+    live to criu page-server in another guest; what that server wrote, beside the other images,
+    restores in a fresh guest, every page checked."""
+    skip_unless_live(kernel, "memhog-writer")
+    local = tmp_path / "images"
+    said: list[str] = []
+
+    def dump_live(guest, root):
+        with page_server_guest(kernel, tmp_path / "destination") as destination:
+            result = ovm(
+                "dump", "--live", "--qmp", str(guest.qmp_tool_path), "--pid", str(root), "--attempts", str(MOMENTS),
+                *LIVE_MODES[mode], "-D", str(local), "--page-server", destination.address,
+                "--page-server-protocol", _layout(kernel),
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr
+            said.append(result.stderr)
+        assert not _page_files(local)
+        for path in destination.images.iterdir():  # as a user copies the other images to the server's
+            shutil.copy(path, local / path.name)
+
+    rec = record_with_live_dump(
+        kernel, "memhog-writer", tmp_path / "rec", dump_live, log=lambda m: None, memory_dir=ram_on_tmpfs
+    )
+    assert "the pagemaps and pages went to the page server" in said[0], said[0]
+    result = restore(rec, local, log=lambda m: None)
+    assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"

@@ -1,18 +1,12 @@
 # Restore job: recreate the workload's files, `criu restore` the images from the host, continue
 # the restored tree, ask it to check itself, and send back its log.
 . /run/ovm/in/common.sh
+[ -f /run/ovm/in/net.sh ] && . /run/ovm/in/net.sh
 tar -x -f /run/ovm/in/files.tar -C /run/ovm || fail "cannot unpack the workload's files"
 eval "$RESTORE_PREPARE"
 BEFORE=$(wc -c < "$W.log")
 mkdir -p out
 IMAGES=/run/ovm/in/images
-network_up() {
-    # the NIC's modules come on the input disk (the initramfs stays as every recording has it)
-    for m in $(cat /run/ovm/in/netmods/load-order); do
-        insmod "/run/ovm/in/netmods/$m.ko" || fail "insmod $m failed"
-    done
-    { ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0; } || fail "no network device: $(ip link | tr '\n' ' ')"
-}
 CHECK_TENTHS=450  # busy workloads under TCG check over seconds
 if [ -n "$IMAGES_PORT" ]; then
     # The pagemaps and pages come from the host's dump through criu page-server, the other
@@ -23,20 +17,7 @@ if [ -n "$IMAGES_PORT" ]; then
     r=1  # each round's server has the round before as its parent, as criu's migrations chain pre-dumps
     while [ $r -le "$PAGE_SERVER_ROUNDS" ]; do
         PARENT=""; [ $r -gt 1 ] && PARENT="--prev-images-dir ../$((r - 1))"
-        mkdir -p "/run/ovm/net-images/$r"
-        rm -f /run/ovm/page-server.pid
-        criu page-server -D "/run/ovm/net-images/$r" $PARENT --port "$IMAGES_PORT" -o "/run/ovm/out/page-server-$r.log" \
-            -v4 --daemon --pidfile /run/ovm/page-server.pid ||
-            fail "criu page-server $r exited $?: $(grep Error "out/page-server-$r.log" | tail -n 2 | tr '\n' ' ')"
-        ctl "NETWORK-READY"
-        i=0  # the page server ends once the dump's final status is answered
-        while kill -0 "$(cat /run/ovm/page-server.pid)" 2>/dev/null; do
-            i=$((i + 1)); [ $i -gt 600 ] && fail "criu page-server $r did not end: $(tail -n 3 "out/page-server-$r.log" | tr '\n' ' ')"
-            sleep 0.1
-        done
-        # (kerndat's probes log errors of their own, such as tun's: only the transfer's count)
-        ERR=$(grep "Error (criu/page-xfer.c" "out/page-server-$r.log" | tail -n 3 | tr '\n' ' ')
-        [ -z "$ERR" ] || fail "criu page-server $r: $ERR"
+        serve_pages_once "/run/ovm/net-images/$r" "$IMAGES_PORT" "/run/ovm/out/page-server-$r.log" $PARENT
         r=$((r + 1))
     done
     IMAGES=/run/ovm/net-images/$PAGE_SERVER_ROUNDS
