@@ -26,7 +26,7 @@ pytestmark = pytest.mark.guest
 
 #: one process's 64 MiB, each page checked after restore, with each guest's own criu (3.17 on
 #: 6.1 and 6.12, 4.2.1 and its layout on 7.2, whose share has filemap)
-CASES = [("6.1", "memhog-64"), ("6.12", "memhog-64"), ("7.2", "filemap")]
+CASES = [("6.1", "memhog-64"), ("6.12", "memhog-64"), ("7.2", "filemap"), ("5.10", "filemap"), ("6.1-rt", "filemap")]
 
 
 def _layout(kernel: str) -> str:

@@ -26,7 +26,14 @@ from tests.support.corpus_cases import skip_unless_live
 
 #: one process's pages (memhog-64: 64 MiB, each page's pattern checked after restore), shared
 #: memory (pagemap-shmem-INO.img), and criu 4.2.1's layout on 7.2 (whose share has filemap)
-CASES = [("6.1", "memhog-64"), ("6.1", "shmem"), ("6.12", "memhog-64"), ("7.2", "filemap")]
+CASES = [
+    ("6.1", "memhog-64"),
+    ("6.1", "shmem"),
+    ("6.12", "memhog-64"),
+    ("7.2", "filemap"),
+    ("5.10", "filemap"),
+    ("6.1-rt", "filemap"),
+]
 
 
 def _layout(kernel: str) -> str:
