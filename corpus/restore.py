@@ -125,7 +125,7 @@ def restore(
     )
 
 
-def _network_members(kernel: kernels.UnpackedKernel) -> dict[str, bytes | Path]:
+def network_members(kernel: kernels.UnpackedKernel) -> dict[str, bytes | Path]:
     """The input disk's netmods/: the network device's modules this kernel does not build in
     and the initramfs did not load (the initramfs is part of every recording's key: it stays)."""
     builtin = (kernel.modules_dir / "modules.builtin").read_text()
@@ -225,7 +225,7 @@ def _restore_once(rec: Recording, images: Path | None, log, network: Network) ->
                 "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(),
                 "files.tar": files_at_images_moment(rec, images, work) if images else rec.files_tar,
                 **({"images": images, **parent_chain(images)} if images else {}),
-                **(_network_members(kernel) if network.used else {}),
+                **(network_members(kernel) if network.used else {}),
             },
         )
         jobs.blank_output_disk(work / "out.img", 64)
@@ -290,7 +290,7 @@ def page_server_guest(kernel_name: str, work: Path) -> Iterator[PageServerGuest]
     work.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     script = jobs.job_script("page-server-job.sh", {"W": "page-server", "IMAGES_PORT": GUEST_PAGE_SERVER_PORT})
-    members = {"job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(), **_network_members(kernel)}
+    members = {"job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(), **network_members(kernel)}
     jobs.write_input_disk(work / "in.img", members)
     jobs.blank_output_disk(work / "out.img", 1024)
     with Guest(
