@@ -113,9 +113,15 @@ def restore(
     is tried once more; the first attempt's serial log is kept in the result. `page_server`: the
     pages come through criu page-server in the guest; `lazy_pages_port`: `criu restore
     --lazy-pages`, its lazy pages from the server listening on that port on this side."""
+    sent: list[int] = []  # the rounds whose dump ran: a guest lost after one is not tried again
+    if page_server is not None:
+        dump = page_server.dump
+        page_server = dataclasses.replace(page_server, dump=lambda address, n: (sent.append(n), dump(address, n))[1])
     network = Network(page_server, lazy_pages_port)
     first = _restore_once(rec, images, log, network)
-    if first.ok or not first.guest_lost or network.used:  # a dump is not sent, nor a page served, twice
+    # a guest lost while booting (as a 6.12 guest under TCG sometimes is) is tried again, unless
+    # a dump was sent to it; a lazy restore's server has served nothing before the restore runs
+    if first.ok or not first.guest_lost or sent:
         return first
     log(f"guest lost ({first.detail}); trying once more")
     second = _restore_once(rec, images, log, network)
