@@ -299,13 +299,27 @@ def page_server_guest(kernel_name: str, work: Path) -> Iterator[PageServerGuest]
     members = {"job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(), **network_members(kernel)}
     jobs.write_input_disk(work / "in.img", members)
     jobs.blank_output_disk(work / "out.img", 1024)
-    with Guest(
-        work, kernel.vmlinuz, image, 512, [work / "in.img", work / "out.img"],
-        cmdline_extra=kernel.kernel.cmdline, forwards={port: GUEST_PAGE_SERVER_PORT},
-    ) as guest:  # fmt: skip
-        guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for criu page-server")
-        guest.expect("NETWORK-READY", BOOT_TIMEOUT, f"starting criu page-server on {kernel_name}")
+    for attempt in (1, 2):  # a guest lost while booting (a 6.12 guest under TCG sometimes is) boots again
+        guest = Guest(
+            work, kernel.vmlinuz, image, 512, [work / "in.img", work / "out.img"],
+            cmdline_extra=kernel.kernel.cmdline, forwards={port: GUEST_PAGE_SERVER_PORT},
+        )  # fmt: skip
+        guest.start()
+        try:
+            guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for criu page-server")
+            guest.expect("NETWORK-READY", BOOT_TIMEOUT, f"starting criu page-server on {kernel_name}")
+            break
+        except GuestLost:
+            guest.stop()
+            if attempt == 2:
+                raise
+        except BaseException:
+            guest.stop()
+            raise
+    try:
         yield PageServerGuest(f"127.0.0.1:{port}", work / "out" / "out" / "net-images")
         guest.expect("DONE", RESTORE_TIMEOUT, f"criu page-server on {kernel_name} writing its images")
         guest.wait_exit(60)
+    finally:
+        guest.stop()
     jobs.read_output_disk(work / "out.img", work / "out")
