@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus import initramfs, jobs, kernels  # noqa: E402
 from corpus.guest import Guest  # noqa: E402
 from corpus.recorder import BOOT_TIMEOUT  # noqa: E402
-from corpus.restore import network_members  # noqa: E402
+from corpus.restore import free_port, network_members  # noqa: E402
 from corpus.workloads import get_workload  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -54,12 +54,6 @@ USER_ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITE
 PRE_DUMP_MODES = {"background": ["--background"], "live": []}
 #: the guests' ports, as the jobs use them
 GUEST_PAGE_SERVER_PORT, GUEST_TAR_PORT = 27000, 27001
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _job(script: str, variables: dict) -> bytes:
@@ -160,7 +154,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     kernel = kernels.unpack(kernels.get_kernel(args.kernel))
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     with (
         tempfile.TemporaryDirectory(prefix="ovm-bench-migrate-", dir=REPO / "corpus" / "cache") as scratch,
         tempfile.TemporaryDirectory(prefix="ovm-bench-migrate-ram-", dir="/dev/shm") as ram_dir,

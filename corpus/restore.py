@@ -116,7 +116,12 @@ def restore(
     sent: list[int] = []  # the rounds whose dump ran: a guest lost after one is not tried again
     if page_server is not None:
         dump = page_server.dump
-        page_server = dataclasses.replace(page_server, dump=lambda address, n: (sent.append(n), dump(address, n))[1])
+
+        def counted(address: str, n: int) -> Path:
+            sent.append(n)
+            return dump(address, n)
+
+        page_server = dataclasses.replace(page_server, dump=counted)
     network = Network(page_server, lazy_pages_port)
     first = _restore_once(rec, images, log, network)
     # a guest lost while booting (as a 6.12 guest under TCG sometimes is) is tried again, unless
@@ -148,7 +153,8 @@ def network_members(kernel: kernels.UnpackedKernel) -> dict[str, bytes | Path]:
     }
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free now, for a guest forward."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -192,7 +198,7 @@ class Network:
         return self.page_server is not None or self.lazy_pages_port is not None
 
     def forwards(self) -> dict[int, int]:
-        return {_free_port(): GUEST_PAGE_SERVER_PORT, _free_port(): GUEST_IMAGES_PORT} if self.page_server else {}
+        return {free_port(): GUEST_PAGE_SERVER_PORT, free_port(): GUEST_IMAGES_PORT} if self.page_server else {}
 
     def guest_forwards(self) -> dict[int, int]:
         return {GUEST_LAZY_PORT: self.lazy_pages_port} if self.lazy_pages_port else {}
@@ -294,7 +300,7 @@ def page_server_guest(kernel_name: str, work: Path) -> Iterator[PageServerGuest]
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
     work.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     script = jobs.job_script("page-server-job.sh", {"W": "page-server", "IMAGES_PORT": GUEST_PAGE_SERVER_PORT})
     members = {"job.sh": script, "common.sh": (jobs.GUEST_DIR / "common.sh").read_bytes(), **network_members(kernel)}
     jobs.write_input_disk(work / "in.img", members)

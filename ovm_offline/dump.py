@@ -459,7 +459,7 @@ def parent_images(directory: str | Path, prev_images_dir: str, pid: int | None, 
     """The parent dump of a dump into `directory`, refused unless it is a dump of the same tree
     (`pid`, where it is known) and, for a dump to a page server, one whose pages went to one."""
     parent = ParentImages(parent_path(directory, prev_images_dir))
-    if to_page_server and parent.digests() is None:
+    if to_page_server and parent.digests is None:
         raise ImageError(
             f"{parent.directory}: has no page digests: a dump to a page server builds only on one whose pages"
             " went to a page server too"

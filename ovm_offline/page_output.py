@@ -82,7 +82,7 @@ def page_writers(
         assert parent is None  # criu's lazy dump has no parent
         return lazy_page_writers(source, destination, stats, progress)
     assert digests is not None
-    before = parent.digests() if parent is not None else None
+    before = parent.digests if parent is not None else None
     assert parent is None or before is not None  # dump.parent_images refused it
     return server_page_writers(source, destination, stats, progress, before, digests)
 

@@ -13,30 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from corpus import kernels
-from corpus.restore import restore
+from corpus.restore import free_port, restore
 from ovm_offline.criu.descriptors import PAGE_SIZE, PE_LAZY, PE_PRESENT
 from ovm_offline.criu.images import PAGEMAP, ImageDir
-from ovm_offline.criu.lazy_pages import PS_IOV_GET
-from ovm_offline.criu.page_server import LAYOUTS, PS_IOV_ADD_F, PS_IOV_CLOSE
+from ovm_offline.criu.page_server import LAYOUTS, PS_IOV_ADD_F, PS_IOV_CLOSE, PS_IOV_GET
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import dump_from, ovm
+from tests.support.corpus_cases import criu_layout
 
 pytestmark = pytest.mark.guest
 
 #: one process's 64 MiB, each page checked after restore, with each guest's own criu (3.17 on
 #: 6.1 and 6.12, 4.2.1 and its layout on 7.2, whose share has filemap)
 CASES = [("6.1", "memhog-64"), ("6.12", "memhog-64"), ("7.2", "filemap"), ("5.10", "filemap"), ("6.1-rt", "filemap")]
-
-
-def _layout(kernel: str) -> str:
-    return "4.2" if kernels.get_kernel(kernel).criu_suite else "3"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serving(rec, images: Path, port: int, layout: str = "3") -> tuple[subprocess.Popen, list[str]]:
@@ -71,9 +60,9 @@ def test_lazy_pages_served_to_criu_lazy_pages_restore_the_workload(recording, tm
     rec = recording(kernel, workload)
     root = rec.manifest["root_pid"]
     reference = dump_from(rec.elf, root, tmp_path / "reference")
-    port = _free_port()
+    port = free_port()
     images = tmp_path / "images"
-    dumping, said = _serving(rec, images, port, _layout(kernel))
+    dumping, said = _serving(rec, images, port, criu_layout(kernel))
     try:
         result = restore(rec, images, log=lambda m: None, lazy_pages_port=port)
         rest = dumping.communicate(timeout=120)[1]
@@ -97,7 +86,7 @@ def test_requests_answered_as_criu_answers_them_and_refused_where_no_lazy_page_i
     rec = recording("6.1", "memhog-64")
     root = rec.manifest["root_pid"]
     reference = ImageDir(dump_from(rec.elf, root, tmp_path / "reference"))
-    port = _free_port()
+    port = free_port()
     dumping, _ = _serving(rec, tmp_path / "images", port)
     lazy = _lazy_entries(tmp_path / "images", root)
     first = max(lazy, key=lambda e: e.nr_pages)
@@ -125,7 +114,7 @@ def test_requests_answered_as_criu_answers_them_and_refused_where_no_lazy_page_i
 def test_a_request_no_lazy_page_answers_ends_the_serving_in_one_line(recording, tmp_path, hostile):
     rec = recording("6.1", "memhog-64")
     root = rec.manifest["root_pid"]
-    port = _free_port()
+    port = free_port()
     images = tmp_path / "images"
     dumping, said = _serving(rec, images, port)
     first = _lazy_entries(images, root)[0]

@@ -22,7 +22,7 @@ from ovm_offline.criu.page_server import LAYOUTS, PS_IOV_ADD_F, PS_IOV_CLOSE, PS
 from ovm_offline.criu.parent import _DIGEST_RECORD, _DIGESTS_MAGIC, DIGESTS_FILE
 from tests.support.checks import assert_one_line_failure
 from tests.support.cli import MOMENTS, dump_from, ovm
-from tests.support.corpus_cases import skip_unless_live
+from tests.support.corpus_cases import criu_layout, skip_unless_live
 
 #: one process's pages (memhog-64: 64 MiB, each page's pattern checked after restore), shared
 #: memory (pagemap-shmem-INO.img), and criu 4.2.1's layout on 7.2 (whose share has filemap)
@@ -34,11 +34,6 @@ CASES = [
     ("5.10", "filemap"),
     ("6.1-rt", "filemap"),
 ]
-
-
-def _layout(kernel: str) -> str:
-    """The layout of the criu each guest runs."""
-    return "4.2" if kernels.get_kernel(kernel).criu_suite else "3"
 
 
 def _page_files(directory: Path) -> list[str]:
@@ -62,7 +57,7 @@ def test_a_dump_to_criu_page_server_restores_the_workload(recording, tmp_path, k
     def dump(address: str, _round: int) -> Path:
         result = ovm(
             "dump", str(rec.elf), "--pid", str(root), "-D", str(local),
-            "--page-server", address, "--page-server-protocol", _layout(kernel),
+            "--page-server", address, "--page-server-protocol", criu_layout(kernel),
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         said.append(result.stderr)
@@ -70,7 +65,7 @@ def test_a_dump_to_criu_page_server_restores_the_workload(recording, tmp_path, k
 
     result = restore(rec, None, log=lambda m: None, page_server=PageServerRestore(dump))
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
-    assert "page server 127.0.0.1:" in said[0] and f"(criu {_layout(kernel)}'s layout)" in said[0], said[0]
+    assert "page server 127.0.0.1:" in said[0] and f"(criu {criu_layout(kernel)}'s layout)" in said[0], said[0]
     # every other image is here, as a local dump writes it, and the pages' digests; no page and
     # no pagemap is
     assert sorted(p.name for p in local.iterdir()) == sorted(
@@ -150,7 +145,7 @@ def test_a_parent_whose_pages_did_not_go_to_a_page_server_is_refused_before_anyt
 def test_the_other_layout_is_refused_by_name_and_nothing_is_left(recording, tmp_path, kernel):
     workload = "memhog-64" if kernel == "6.1" else "filemap"
     rec = recording(kernel, workload)
-    ours = _layout(kernel)
+    ours = criu_layout(kernel)
     other = next(name for name in LAYOUTS if name != ours)
     out = tmp_path / "out"
 
@@ -265,7 +260,7 @@ def test_a_live_dump_to_criu_page_server_restores_the_running_writer(tmp_path, r
             result = ovm(
                 "dump", "--live", "--qmp", str(guest.qmp_tool_path), "--pid", str(root), "--attempts", str(MOMENTS),
                 *LIVE_MODES[mode], "-D", str(local), "--page-server", destination.address,
-                "--page-server-protocol", _layout(kernel),
+                "--page-server-protocol", criu_layout(kernel),
             )  # fmt: skip
             assert result.returncode == 0, result.stderr
             said.append(result.stderr)

@@ -15,12 +15,10 @@ from collections.abc import Callable
 
 from ..errors import OutputError
 from .descriptors import PE_PRESENT
-from .page_server import LAYOUTS, PS_CMD_BITS, PS_IOV_ADD_F, PS_IOV_CLOSE
+from .page_server import LAYOUTS, PS_CMD_BITS, PS_IOV_ADD_F, PS_IOV_CLOSE, PS_IOV_FORCE_CLOSE, PS_IOV_GET
 
 __all__ = ["LazyPagesServer", "Served"]
 
-PS_IOV_GET = 7
-PS_IOV_FORCE_CLOSE = 0x1024
 #: what criu's daemon asks at most at a time (uffd.c's transfers are of at most 4 MiB), and what
 #: a request beyond it is refused as
 MAX_REQUEST_PAGES = 1024

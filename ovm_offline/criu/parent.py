@@ -11,6 +11,7 @@ the chain of parents is at most MAX_CHAIN long (a `parent` link to itself ends t
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import os
 import struct
@@ -97,8 +98,9 @@ class ParentImages:
         # the whole chain is opened now: a loop or a missing link is refused before anything is written
         self._parent = ParentImages(link, depth + 1, seen | {real}) if os.path.lexists(link) else None
 
+    @functools.cached_property
     def digests(self) -> PageDigests | None:
-        """The page digests of a dump whose pages went to a page server, or None."""
+        """The page digests of a dump whose pages went to a page server, or None (read once)."""
         path = self.directory / DIGESTS_FILE
         return PageDigests.read(path) if path.exists() else None
 

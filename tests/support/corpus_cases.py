@@ -33,6 +33,12 @@ AS_IS = [
 ]
 
 
+def criu_layout(kernel: str) -> str:
+    """The page-server header layout of the criu a kernel's guests run (--page-server-protocol):
+    4.2's where the guest runs another suite's criu (4.2.1), 3's where Debian 12's 3.17."""
+    return "4.2" if kernels.get_kernel(kernel).criu_suite else "3"
+
+
 def skip_outside_subset(kernel: str, workload: str, take: int = 0) -> None:
     """Skip a test of a recording this run does not cover on a kernel (outside its CI share;
     ./run test --all-kernels covers it)."""
