@@ -16,9 +16,10 @@ from ovm_offline.extract.pages import (
     PIPE_MAX_PAGES,
     PagesStats,
     pagemap_entries,
+    pagemap_entries_with_pages,
     write_pages,
 )
-from ovm_offline.state import MmState, PageRun
+from ovm_offline.state import MmState, PageRun, UserWrite
 from tests.support.memory import SparseSource
 
 P = 4096
@@ -124,3 +125,47 @@ def test_write_pages_copies_physical_stretches_in_bulk():
         (0x3000_0000, 4, N),
     ]
     assert (stats.pages, stats.bytes, stats.copies, stats.entries, stats.lazy_pages) == (20, 20 * P, 2, 3, 16)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 1500), st.booleans(), st.booleans()), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 1 << 30), st.binary(min_size=1, max_size=40)), max_size=4),
+)
+def test_what_a_page_server_or_a_lazy_dump_gets_is_what_the_pages_file_holds(spec, writes_at):
+    """The entries sent with their pages (to criu's page server), and a lazy dump's non-lazy
+    pages, hold the bytes write_pages writes, the kernel's user writes laid over them."""
+    src = SparseSource(1 << 34)
+    runs, va, pa = [], 0x7000_0000_0000, 0x1000_0000
+    for gap, n, lazy, contiguous in spec:
+        va += gap * P
+        pa += 0 if contiguous else 7 * P  # physically adjacent or not: one copy or several
+        runs.append(PageRun(va, pa, n * P, lazy))
+        for i in range(0, n, 97):
+            src.write(pa + i * P, (va + i * P).to_bytes(8, "little") * 8)
+        va, pa = va + n * P, pa + n * P
+    total = sum(r.length for r in runs)
+    saved = [r.vaddr + i for r in runs for i in range(0, r.length, P)]
+    writes = [UserWrite(saved[at % len(saved)] + at % P, data) for at, data in writes_at]
+    writes = [w for w in writes if place_user_writes_ok(runs, w)]
+    mm = MmState(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, [], None, [], 1, False, runs, user_writes=writes)
+    out = io.BytesIO()
+    files = [(e.vaddr, e.nr_pages, e.flags) for e in write_pages(src, mm, out, PagesStats())]
+    sent = list(pagemap_entries_with_pages(src, runs, writes))
+    assert [(e.vaddr, e.nr_pages, e.flags) for e, _ in sent] == files
+    assert b"".join(bytes(d) for _, d in sent) == out.getvalue() and len(out.getvalue()) == total
+    # a lazy dump: its lazy entries PE_LAZY alone and without pages, the others' bytes as the
+    # file has them at the same addresses (its entries may be cut otherwise: no chunk mode)
+    file_bytes = {e[0] + i * P: out.getvalue()[o + i * P : o + (i + 1) * P]
+                  for e, o in zip(files, itertools.accumulate([0] + [n * P for _, n, _ in files])) for i in range(e[1])}  # fmt: skip
+    for entry, data in pagemap_entries_with_pages(src, runs, writes, lazy_dump=True):
+        if entry.flags == PE_LAZY:
+            assert data is None
+        else:
+            assert entry.flags == PE_PRESENT and data is not None
+            assert bytes(data) == b"".join(file_bytes[entry.vaddr + i * P] for i in range(entry.nr_pages))
+
+
+def place_user_writes_ok(runs, w) -> bool:
+    """Whether one run holds the whole write (as place_user_writes requires of a dump)."""
+    return any(r.vaddr <= w.vaddr and w.vaddr + len(w.data) <= r.vaddr + r.length for r in runs)
