@@ -368,6 +368,20 @@ class _PrintableFormatter(logging.Formatter):
         return printable_lines(super().format(record))
 
 
+# --- service ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("socket_path", metavar="SOCKET", type=click.Path())
+def service(socket_path) -> None:
+    """Stay resident, and run each `ovm-offline` command started with OVM_OFFLINE_SERVICE=SOCKET
+    without its start-up (about 0.1 s of imports). Only your own uid's commands are taken;
+    SIGTERM or Ctrl-C stops it."""
+    from .service import serve
+
+    serve(socket_path)
+
+
 def _say_warnings() -> None:
     """The library's warnings (logger "ovm_offline") as one stderr line each."""
     handler = logging.StreamHandler()
