@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ovm_offline.sources.watchdog import FORKED_NAME
 from tests.test_sources_live import QEMU, Qemu, _wait_for_firmware, qemu  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,10 +39,31 @@ def qemu_on_tmpfs(tmp_path):
         ram_dir.rmdir()
 
 
+def _ended(pid: str) -> bool:
+    """A zombie: it has exited, and its parent (this test, for a watchdog forked in it) has not
+    yet asked how; a subprocess's watchdog is reaped at the next Popen."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def _watchdogs(socket: Path) -> list[str]:
-    """The watchdog processes of `socket` still alive."""
+    """The watchdog processes of `socket` still alive: started as a module of their own, or
+    forked (named so, with the command line of the process that forked them: this test's, or a
+    script's that names the socket)."""
     out = subprocess.run(["pgrep", "-f", f"ovm_offline.sources.watchdog {socket}"], capture_output=True, text=True)
-    return out.stdout.split()
+    started = out.stdout.split()
+    named = subprocess.run(["pgrep", "-x", FORKED_NAME], capture_output=True, text=True).stdout.split()
+    ours = subprocess.run(["pgrep", "-x", "-P", str(os.getpid()), FORKED_NAME], capture_output=True, text=True)
+    forked = ours.stdout.split()
+    for pid in set(named) - set(forked):
+        try:
+            if str(socket).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                forked.append(pid)
+        except OSError:
+            continue  # ended meanwhile
+    return started + [pid for pid in forked if not _ended(pid)]
 
 
 def _held_then_killed(script: str, until: str, tmp_path: Path, sig: int = signal.SIGKILL) -> float:

@@ -32,6 +32,7 @@ import time
 from typing import IO, Any
 
 from ._files import fail
+from .forked import ForkedHelper, can_fork
 
 __all__ = ["MIGRATION_RUNNING", "Watchdog", "put_back"]
 
@@ -46,6 +47,8 @@ CONNECT_SECONDS = 5.0
 #: how long a start waits for the watchdog to be ready
 START_SECONDS = 30.0
 READY = b"ready\n"
+#: a watchdog forked from ovm-offline, by name (its command line is ovm-offline's)
+FORKED_NAME = "ovm-watchdog"
 
 
 class Watchdog:
@@ -58,14 +61,21 @@ class Watchdog:
         # before it maps RAM and finds the kernel, so that its 40 ms of start-up overlap them)
         fds = [stream.fileno()] if stream is not None else []
         self._qmp_socket = qmp_socket
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "ovm_offline.sources.watchdog", qmp_socket, *map(str, fds)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,  # a terminal's Ctrl-C is ovm-offline's to handle, not its watchdog's
-            close_fds=True,
-            pass_fds=fds,
-        )
+        self._proc: subprocess.Popen[bytes] | ForkedHelper
+        if can_fork():  # this process has what the watchdog runs imported: ready at once
+            stream_fd = fds[0] if fds else None
+            self._proc = ForkedHelper(
+                FORKED_NAME, lambda commands, ready: _watch(qmp_socket, stream_fd, commands, ready), fds
+            )
+        else:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ovm_offline.sources.watchdog", qmp_socket, *map(str, fds)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,  # a terminal's Ctrl-C is ovm-offline's to handle, not its watchdog's
+                close_fds=True,
+                pass_fds=fds,
+            )
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._pipe: IO[bytes] | None = self._proc.stdin
         self._started = False
@@ -204,14 +214,17 @@ def _connect(qmp_socket: str) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    qmp_socket = argv[0]
-    stream_fd = int(argv[1]) if len(argv) > 1 else None
+    return _watch(argv[0], int(argv[1]) if len(argv) > 1 else None, sys.stdin.buffer, sys.stdout.buffer)
+
+
+def _watch(qmp_socket: str, stream_fd: int | None, commands: IO[bytes], ready: IO[bytes]) -> int:
+    """Says it is ready, reads what to undo until the pipe ends, and undoes it."""
     from . import qmp as _qmp_module  # noqa: F401  (imported before it is needed: the undo must not wait for it)
 
-    sys.stdout.buffer.write(READY)
-    sys.stdout.flush()
-    sys.stdout.close()
-    state = _last_state(sys.stdin.buffer)
+    ready.write(READY)
+    ready.flush()
+    ready.close()
+    state = _last_state(commands)
     resume, migrating = bool(state.get("resume")), bool(state.get("migrating"))
     give_back = [(str(c), dict(a)) for c, a in state.get("give_back", [])]
     if not (resume or migrating or give_back):
