@@ -2,7 +2,7 @@
 under OVmigrate's loads in the guest, side by side in one guest.
 
     python bench/bench_race.py [--kernel 6.1] [--sizes 0,256,1024,4096] [--loads none,cpu,pipe,disk,fs]
-                               [--modes live,precopy,background]
+                               [--modes live,precopy,background[,live-service,...]]
 
 For each size and load a guest boots (RAM on /dev/shm, as `--background` needs; --smp vCPUs,
 1 by default so that a 2-CPU host keeps a CPU beyond the guest's TCG vCPU threads, as a cloud
@@ -13,7 +13,8 @@ vCPU, a pipe ping-pong, 64 KiB direct writes to a disk, or files created and unl
 each counting what it gets done. Then, one after the other, memhog is saved by:
 - `ovm-offline dump --live` (one pause), `--live --precopy` and `--live --background`, each timed
   whole by the host's wall clock, start-up included, from the command line to complete images
-  (RAM found through QMP, as a user runs it);
+  (RAM found through QMP, as a user runs it); a mode named with `-service` (`live-service`) is the
+  same dump handed by the `ovm-offline` command to a resident `ovm-offline service` the run starts;
 - the in-guest baseline, `criu dump --leave-running` of the same process a moment later (the
   options the corpus gives memhog), timed by the guest's clock.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import dataclasses
 import os
 import re
@@ -42,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -54,8 +57,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LOADS = ("none", "cpu", "pipe", "disk", "fs")
 MODES = ("live", "precopy", "background")
+#: a mode with this suffix runs the same dump through a resident `ovm-offline service`
+THROUGH_SERVICE = "-service"
 #: how long the load's rate is measured before the saves
 BASELINE_SECONDS = 3.0
+#: the `ovm-offline` command of this install, which hands a command to a service
+OVM_SCRIPT = Path(sys.executable).with_name("ovm-offline")
 #: ovm-offline runs as a user's would: from compiled bytecode (compiled at the start of the run)
 USER_ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -102,23 +109,37 @@ class Counter:
         return (after[1] - before[1]) / max(after[0] - before[0], 1e-9)
 
 
-def _ovm(mode: str, guest: Guest, root: int, out: Path) -> Save:
-    extra = {"live": [], "precopy": ["--precopy"], "background": ["--background"]}[mode]
-    argv = [sys.executable, "-m", "ovm_offline", "dump", "--live", *extra, "--qmp", str(guest.qmp_tool_path)]
+def _ovm(mode: str, guest: Guest, root: int, out: Path, service: Path | None) -> Save:
+    base = mode.removesuffix(THROUGH_SERVICE)
+    extra = {"live": [], "precopy": ["--precopy"], "background": ["--background"]}[base]
+    env = dict(USER_ENVIRONMENT)
+    command = [sys.executable, "-m", "ovm_offline"]
+    if mode != base:
+        command, env["OVM_OFFLINE_SERVICE"] = [str(OVM_SCRIPT)], str(service)
+    argv = [*command, "dump", "--live", *extra, "--qmp", str(guest.qmp_tool_path)]
     argv += ["--pid", str(root), "-D", str(out)]
     start = time.monotonic()
-    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=USER_ENVIRONMENT)
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env)
     seconds = time.monotonic() - start
     if result.returncode != 0:
         raise SystemExit(f"ovm-offline dump --live {' '.join(extra)} failed: {result.stderr[-800:]}")
     said = result.stderr
-    if mode == "live":
+    if base == "live":
         paused = re.search(r"guest was paused for ([\d.]+) s", said)
         return Save(seconds, float(paused.group(1)) * 1000 if paused else None)
     paused = re.search(r"paused for (\d+) ms \(QEMU downtime (\d+) ms\)", said)
     if paused is None:
         raise SystemExit(f"no pause reported: {said[-500:]}")
     return Save(seconds, float(paused.group(1)), int(paused.group(2)))
+
+
+def _warm_up(guest: Guest) -> None:
+    """An untimed `ps` first: the kernel's ISF is then in the user's symbol cache, as it is for
+    every run but a user's first with that kernel (building it takes seconds)."""
+    argv = [sys.executable, "-m", "ovm_offline", "ps", "--live", "--qmp", str(guest.qmp_tool_path)]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=USER_ENVIRONMENT)
+    if result.returncode != 0:
+        raise SystemExit(f"ovm-offline ps --live failed: {result.stderr[-800:]}")
 
 
 def _criu(guest: Guest) -> Save:
@@ -145,6 +166,7 @@ def _race(
     loader: Path,
     smp: int,
     images_dir: Path,
+    service: Path | None,
 ):
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
@@ -165,13 +187,14 @@ def _race(
         guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for the race")
         ready = guest.expect("RACE-READY", 1800, f"starting memhog {mib} and the {load} load")
         root = int(ready.split("root=", 1)[1].split()[0])
+        _warm_up(guest)
         counter = Counter(guest, load)
         before = counter.read()
         time.sleep(BASELINE_SECONDS)
         base_rate = Counter.rate(before, counter.read())
         for mode in [*modes, "criu"]:
             start = counter.read()
-            save = _criu(guest) if mode == "criu" else _ovm(mode, guest, root, images_dir / mode)
+            save = _criu(guest) if mode == "criu" else _ovm(mode, guest, root, images_dir / mode, service)
             end = counter.read()
             if counter.active and base_rate > 0:
                 save.load_share = Counter.rate(start, end) / base_rate
@@ -184,13 +207,32 @@ def _race(
     return saves
 
 
+@contextlib.contextmanager
+def _service(scratch: Path, wanted: bool) -> Iterator[Path | None]:
+    """A resident `ovm-offline service` for the `-service` modes, started once for the run."""
+    if not wanted:
+        yield None
+        return
+    path = scratch / "ovm.sock"
+    proc = subprocess.Popen(
+        [str(OVM_SCRIPT), "service", str(path)], stderr=subprocess.PIPE, text=True, env=USER_ENVIRONMENT
+    )
+    try:
+        if "serving commands at" not in (proc.stderr.readline() if proc.stderr else ""):
+            raise SystemExit("ovm-offline service did not start")
+        yield path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _row(load: str, mib: int, mode: str, save: Save, criu: Save) -> str:
     stop = f"{save.stop_ms:.0f}" if save.stop_ms is not None else "-"
     downtime = str(save.downtime_ms) if save.downtime_ms is not None else "-"
     share = f"{100 * save.load_share:.0f}%" if save.load_share is not None else "-"
     lost = f"{save.load_lost:.2f}" if save.load_lost is not None else "-"
     ratio = "" if mode == "criu" else f"{criu.seconds / save.seconds:.1f}x"
-    return f"{load:>5} {mib:>5} {mode:>10} {save.seconds:>9.2f} {stop:>8} {downtime:>11} {share:>10} {lost:>11} {ratio:>12}"
+    return f"{load:>5} {mib:>5} {mode:>18} {save.seconds:>9.2f} {stop:>8} {downtime:>11} {share:>10} {lost:>11} {ratio:>12}"
 
 
 def main() -> None:
@@ -218,10 +260,10 @@ def main() -> None:
         if name not in LOADS:
             raise SystemExit(f"unknown load {name} (known: {', '.join(LOADS)})")
     for name in modes:
-        if name not in MODES:
-            raise SystemExit(f"unknown mode {name} (known: {', '.join(MODES)})")
+        if name.removesuffix(THROUGH_SERVICE) not in MODES:
+            raise SystemExit(f"unknown mode {name} (known: {', '.join(MODES)}, each also with {THROUGH_SERVICE})")
     print(
-        f"{'load':>5} {'MiB':>5} {'mode':>10} {'images s':>9} {'stop ms':>8} {'downtime ms':>11}"
+        f"{'load':>5} {'MiB':>5} {'mode':>18} {'images s':>9} {'stop ms':>8} {'downtime ms':>11}"
         f" {'load rate':>10} {'load lost s':>11} {'CRIU / ours':>12}",
         flush=True,
     )
@@ -234,14 +276,24 @@ def main() -> None:
     ):
         loader = _build_load(Path(scratch))
         compileall.compile_dir(REPO / "ovm_offline", quiet=1)
-        for mib in (int(s) for s in args.sizes.split(",")):
-            for load in loads:
-                saves = _race(
-                    args.kernel, load, mib, modes, Path(scratch), Path(ram_dir), loader, args.smp, Path(images_dir)
-                )
-                for mode, save in saves.items():
-                    print(_row(load, mib, mode, save, saves["criu"]), flush=True)
-                (Path(ram_dir) / "guest-ram").unlink(missing_ok=True)
+        with _service(Path(scratch), any(m.endswith(THROUGH_SERVICE) for m in modes)) as service:
+            for mib in (int(s) for s in args.sizes.split(",")):
+                for load in loads:
+                    saves = _race(
+                        args.kernel,
+                        load,
+                        mib,
+                        modes,
+                        Path(scratch),
+                        Path(ram_dir),
+                        loader,
+                        args.smp,
+                        Path(images_dir),
+                        service,
+                    )
+                    for mode, save in saves.items():
+                        print(_row(load, mib, mode, save, saves["criu"]), flush=True)
+                    (Path(ram_dir) / "guest-ram").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
