@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import importlib
 import io
 import json
@@ -87,12 +88,16 @@ def _listening(path: str) -> socket.socket:
 def serve(path: str) -> None:
     """Runs commands handed over at `path` until SIGTERM or SIGINT, then removes the socket."""
     _preload()
+    # what is imported stays out of the collector's passes: a forked command would otherwise copy
+    # each page the collector touches (copy-on-write)
+    gc.freeze()
     server = _listening(path)
     ours = os.stat(path).st_ino
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each command's session is reaped by the kernel
-    sys.stderr.write(f"ovm-offline: serving commands at {path} (OVM_OFFLINE_SERVICE={path})\n")
-    sys.stderr.flush()
     try:
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each command's session is reaped by the kernel
+        # said once it listens: a script may start commands as soon as it reads this
+        sys.stderr.write(f"ovm-offline: serving commands at {path} (OVM_OFFLINE_SERVICE={path})\n")
+        sys.stderr.flush()
         while True:
             try:
                 conn, _ = server.accept()
