@@ -7,8 +7,9 @@ writer, protobuf and qemu.qmp is about 0.1 s, most of a small live dump.
 The socket is the caller's only way in: it is made mode 0600, and a connection from another
 uid (SO_PEERCRED) is closed unread. The protocol, one connection per command:
 
-- caller -> service: a 4-byte length and a JSON object {argv, env, umask}, with the
-  descriptors 0, 1, 2 and the working directory attached (SCM_RIGHTS);
+- caller -> service: a 4-byte length and the umask, argc, argv and the environment's
+  KEY=VALUE, NUL-separated, with the descriptors 0, 1, 2 and the working directory attached
+  (SCM_RIGHTS);
 - caller -> service, any time after: `S<signum>\\n`, a signal for the command;
 - service -> caller: `X<status>\\n` once the command has ended (128 + N for signal N).
 """
@@ -16,11 +17,11 @@ uid (SO_PEERCRED) is closed unread. The protocol, one connection per command:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import gc
 import importlib
 import io
-import json
 import os
 import pkgutil
 import select
@@ -125,7 +126,31 @@ def serve(path: str) -> None:
                 os.unlink(path)
 
 
-def _received(conn: socket.socket) -> tuple[dict, list[int]] | None:
+@dataclasses.dataclass
+class Request:
+    """A command as its caller would run it."""
+
+    argv: list[str]
+    env: dict[bytes, bytes]
+    umask: int
+
+
+def decode_request(body: bytes) -> Request | None:
+    """`service_client.encode_request`'s body (after its length), or None if it is not one."""
+    fields = body.split(b"\0")
+    if len(fields) < 2 or not (fields[0].isdigit() and fields[1].isdigit()):
+        return None
+    umask, argc = int(fields[0]), int(fields[1])
+    if umask > 0o777 or len(fields) < 2 + argc:
+        return None
+    env = [field.partition(b"=") for field in fields[2 + argc :]]
+    if any(not sep for _key, sep, _value in env):
+        return None
+    argv = [os.fsdecode(arg) for arg in fields[2 : 2 + argc]]
+    return Request(argv, {key: value for key, _sep, value in env}, umask)
+
+
+def _received(conn: socket.socket) -> tuple[Request, list[int]] | None:
     """The caller's request and descriptors, or None for anything malformed."""
     data, fds, _flags, _addr = socket.recv_fds(conn, 65536, REQUEST_FDS)
     try:
@@ -140,20 +165,12 @@ def _received(conn: socket.socket) -> tuple[dict, list[int]] | None:
             if not chunk:
                 return None
             body += chunk
-        request = json.loads(bytes(body[:length]))
-        if not (
-            isinstance(request.get("argv"), list)
-            and all(isinstance(arg, str) for arg in request["argv"])
-            and isinstance(request.get("env"), dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in request["env"].items())
-            and isinstance(request.get("umask"), int)
-        ):
+        request = decode_request(bytes(body[:length]))
+        if request is None:
             return None
         result = request, fds
         fds = []
         return result
-    except (ValueError, struct.error):
-        return None
     finally:
         for fd in fds:
             os.close(fd)
@@ -229,7 +246,7 @@ def _streams_from(fds: list[int]) -> None:
     )
 
 
-def _run(request: dict, fds: list[int]) -> None:
+def _run(request: Request, fds: list[int]) -> None:
     """The command, as `ovm-offline` would run it in the caller's place. Never returns."""
     try:
         os.setsid()  # not in the service's terminal session, if it has one
@@ -237,11 +254,11 @@ def _run(request: dict, fds: list[int]) -> None:
         for signum in INTERRUPTING_SIGNALS[1:]:
             signal.signal(signum, signal.SIG_DFL)
         _streams_from(fds)
-        os.umask(request["umask"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        os.umask(request.umask)
+        os.environb.clear()
+        os.environb.update(request.env)
         os.environ.pop(SERVICE_ENV, None)
-        sys.argv = list(request["argv"]) or ["ovm-offline"]
+        sys.argv = request.argv or ["ovm-offline"]
     except BaseException:  # noqa: BLE001 - the caller's descriptors could not be taken
         os._exit(1)
     from .__main__ import main

@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -18,10 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corpus.recorder import record_with_live_dump
 from corpus.restore import restore
-from ovm_offline.service_client import SERVICE_ENV
+from ovm_offline.service import Request, decode_request
+from ovm_offline.service_client import SERVICE_ENV, encode_request
 from tests.support.cli import MOMENTS, tree_digest
 from tests.support.corpus_cases import skip_unless_live
 from tests.test_sources_kdump import build_kdump
@@ -274,3 +278,36 @@ def test_a_live_dump_through_the_service_restores(service, tmp_path):
     rec = record_with_live_dump(kernel, workload, tmp_path / "rec", dump_live, log=lambda m: None)
     result = restore(rec, images, log=lambda m: None)
     assert result.ok, f"{result.detail}\n{result.restore_log[-3000:]}"
+
+
+@given(
+    st.lists(st.binary().filter(lambda b: b"\0" not in b), min_size=1, max_size=5),
+    st.dictionaries(
+        st.binary(min_size=1).filter(lambda b: b"\0" not in b and b"=" not in b),
+        st.binary().filter(lambda b: b"\0" not in b),
+        max_size=5,
+    ),
+    st.integers(0, 0o777),
+)
+def test_a_request_decodes_to_what_was_encoded(argv, env, umask):
+    """Arguments and environment as the bytes they are, UTF-8 or not."""
+    args = [os.fsdecode(arg) for arg in argv]
+    encoded = encode_request(args, env, umask)
+    assert struct.unpack("!I", encoded[:4])[0] == len(encoded) - 4
+    assert decode_request(encoded[4:]) == Request(args, env, umask)
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"18", b"x\x001\x00a", b"18\x002\x00a", b"18\x001\x00a\x00NOEQUALS", b"1000\x000"]
+)
+def test_a_malformed_request_is_none(body):
+    assert decode_request(body) is None
+
+
+def test_a_name_that_is_not_utf8_reaches_the_command_as_it_is(service, tmp_path):
+    _, path = service
+    odd = os.fsdecode(b"images-\xff")
+    (tmp_path / odd).mkdir()
+    handed = _command(["show", odd], str(path), tmp_path)
+    alone = _command(["show", odd], None, tmp_path)
+    assert (handed.returncode, handed.stdout, handed.stderr) == (alone.returncode, alone.stdout, alone.stderr)
