@@ -2,7 +2,7 @@
 under OVmigrate's loads in the guest, side by side in one guest.
 
     python bench/bench_race.py [--kernel 6.1] [--sizes 0,256,1024,4096] [--loads none,cpu,pipe,disk,fs]
-                               [--modes live,precopy,background[,live-service,...]]
+                               [--modes live,precopy,background[,live-service,...]] [--repeat N]
 
 For each size and load a guest boots (RAM on /dev/shm, as `--background` needs; --smp vCPUs,
 1 by default so that a 2-CPU host keeps a CPU beyond the guest's TCG vCPU threads, as a cloud
@@ -169,6 +169,7 @@ def _race(
     smp: int,
     images_dir: Path,
     service: Path | None,
+    repeat: int,
 ):
     kernel = kernels.unpack(kernels.get_kernel(kernel_name))
     image = initramfs.build(kernel)
@@ -183,7 +184,6 @@ def _race(
     jobs.blank_output_disk(disk_img, 300)
     # memhog, criu's images of it on the guest's tmpfs, and room for the rest
     ram_mib = 640 + 2 * mib + mib // 4
-    saves: dict[str, Save] = {}
     disks = [in_img, out_img, disk_img]
     with Guest(work, kernel.vmlinuz, image, ram_mib, disks, smp=smp, memory_dir=ram_dir) as guest:
         guest.wait_for_job(BOOT_TIMEOUT, f"booting {kernel_name} for the race")
@@ -194,15 +194,19 @@ def _race(
         before = counter.read()
         time.sleep(BASELINE_SECONDS)
         base_rate = Counter.rate(before, counter.read())
-        for mode in [*modes, "criu"]:
-            start = counter.read()
-            save = _criu(guest) if mode == "criu" else _ovm(mode, guest, root, images_dir / mode, service)
-            end = counter.read()
-            if counter.active and base_rate > 0:
-                save.load_share = Counter.rate(start, end) / base_rate
-                save.load_lost = (end[0] - start[0]) - (end[1] - start[1]) / base_rate
-            shutil.rmtree(images_dir / mode, ignore_errors=True)
-            saves[mode] = save
+        runs: dict[str, list[Save]] = {}
+        for _ in range(repeat):  # round after round, so that no mode always comes first
+            for mode in [*modes, "criu"]:
+                start = counter.read()
+                save = _criu(guest) if mode == "criu" else _ovm(mode, guest, root, images_dir / mode, service)
+                end = counter.read()
+                if counter.active and base_rate > 0:
+                    save.load_share = Counter.rate(start, end) / base_rate
+                    save.load_lost = (end[0] - start[0]) - (end[1] - start[1]) / base_rate
+                shutil.rmtree(images_dir / mode, ignore_errors=True)
+                runs.setdefault(mode, []).append(save)
+        # each mode's median run by time to images (its stop and load figures with it)
+        saves = {mode: sorted(done, key=lambda save: save.seconds)[len(done) // 2] for mode, done in runs.items()}
         guest.send("QUIT")
         guest.wait_exit(120)
     shutil.rmtree(work, ignore_errors=True)
@@ -242,6 +246,13 @@ def main() -> None:
     ap.add_argument("--kernel", default="6.1")
     ap.add_argument("--sizes", default="0,256,1024,4096", help="memhog MiB, comma-separated")
     ap.add_argument("--loads", default=",".join(LOADS))
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of every mode and criu per guest; each row is its mode's median (this host's memory makes"
+        " single runs vary)",
+    )
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument(
         "--smp",
@@ -292,6 +303,7 @@ def main() -> None:
                         args.smp,
                         Path(images_dir),
                         service,
+                        args.repeat,
                     )
                     for mode, save in saves.items():
                         print(_row(load, mib, mode, save, saves["criu"]), flush=True)
