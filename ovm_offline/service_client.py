@@ -92,7 +92,10 @@ def _forward_signals(sock: socket.socket) -> None:
             pass
 
     for signum in _FORWARDED:
-        signal.signal(signum, forward)
+        # a Ctrl-C the caller ignores (started in the background by a shell, or by nohup) is
+        # ignored, as the command alone ignores it; the others it handles in any case
+        if signum != signal.SIGINT or signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, forward)
 
 
 def _exit_status(sock: socket.socket, path: str) -> int:

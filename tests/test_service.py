@@ -134,6 +134,11 @@ def test_the_socket_is_the_owners_alone(service):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def _ctrl_c_not_ignored() -> None:
+    # a test run started in the background (CI's) ignores SIGINT, and its children inherit that
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _blocked_dump(path: Path, tmp_path: Path) -> tuple[subprocess.Popen, socket.socket]:
     """A live dump handed to the service, waiting for a QMP greeting that never comes."""
     qmp = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -141,7 +146,9 @@ def _blocked_dump(path: Path, tmp_path: Path) -> tuple[subprocess.Popen, socket.
     qmp.listen()
     env = {**os.environ, SERVICE_ENV: str(path)}
     args = [OVM, "dump", "--live", "--qmp", str(tmp_path / "qmp.sock"), "--pid", "1", "-D", str(tmp_path / "out")]
-    caller = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    caller = subprocess.Popen(
+        args, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, preexec_fn=_ctrl_c_not_ignored
+    )
     qmp.settimeout(30)
     greeted_never, _ = qmp.accept()  # kept open, silent
     qmp.close()
@@ -237,7 +244,7 @@ def test_a_second_service_at_the_same_socket_is_refused_and_a_stale_socket_repla
         assert "serving commands at" in proc.stderr.readline()
         assert _command(["--version"], str(stale), tmp_path).returncode == 0
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     not_a_socket = tmp_path / "file"
     not_a_socket.write_text("")
@@ -311,3 +318,31 @@ def test_a_name_that_is_not_utf8_reaches_the_command_as_it_is(service, tmp_path)
     handed = _command(["show", odd], str(path), tmp_path)
     alone = _command(["show", odd], None, tmp_path)
     assert (handed.returncode, handed.stdout, handed.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+
+
+def test_a_ctrl_c_the_caller_ignores_is_ignored_as_the_command_alone_ignores_it(service, tmp_path):
+    proc, path = service
+    qmp = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    qmp.bind(str(tmp_path / "qmp.sock"))
+    qmp.listen()
+    env = {**os.environ, SERVICE_ENV: str(path)}
+    args = [OVM, "dump", "--live", "--qmp", str(tmp_path / "qmp.sock"), "--pid", "1", "-D", str(tmp_path / "out")]
+    caller = subprocess.Popen(
+        args,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    qmp.settimeout(30)
+    greeted_never, _ = qmp.accept()
+    time.sleep(0.5)
+    caller.send_signal(signal.SIGINT)
+    time.sleep(1)
+    assert caller.poll() is None and _descendants(proc.pid), "the ignored Ctrl-C ended the command"
+    caller.send_signal(signal.SIGTERM)
+    assert caller.wait(timeout=30) == 130
+    greeted_never.close()
+    qmp.close()
+    _until_no_descendants(proc.pid)
