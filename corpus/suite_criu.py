@@ -26,12 +26,17 @@ CRIU = "usr/sbin/criu"
 
 
 def apt_options(suite: str) -> list[str]:
-    """apt-get options that read `suite`'s package lists (fetched by apt-suite, at most daily)."""
-    result = subprocess.run([str(SHARED_KERNELS / "apt-suite"), suite], capture_output=True, text=True)
+    """apt-get options that read `suite`'s package lists (fetched by apt-suite, at most daily),
+    and nothing of the host's: its dpkg status would offer the host's own criu as the suite's
+    candidate whenever the suite's lists lack it."""
+    # one apt-suite at a time: a second one reading the lists while the first replaces them
+    # (the daily update) found no criu there (a CI run downloaded "criu 3.17.1-2+deb12u2 from sid")
+    with cache.locked(cache.entry("suite-criu", suite, "apt-lists")):
+        result = subprocess.run([str(SHARED_KERNELS / "apt-suite"), suite], capture_output=True, text=True)
     if result.returncode != 0:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
         raise CorpusError(f"apt-suite {suite} failed: {tail[0]}")
-    return result.stdout.split()
+    return [*result.stdout.split(), "-o", "Dir::State::status=/dev/null"]
 
 
 @functools.cache  # once per process: every initramfs key asks
@@ -61,12 +66,9 @@ def _unpack_into(suite: str, version: str, path: Path) -> None:
     cache.begin(path)
     archives = path / "archives"
     (archives / "partial").mkdir(parents=True)
-    (path / "status").write_text("")
     cmd = [
         "apt-get",
         *apt_options(suite),
-        "-o",
-        f"Dir::State::status={path / 'status'}",
         "-o",
         f"Dir::Cache::archives={archives}",
         "-o",
