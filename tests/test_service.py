@@ -134,20 +134,22 @@ def test_the_socket_is_the_owners_alone(service):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def _ctrl_c_not_ignored() -> None:
-    # a test run started in the background (CI's) ignores SIGINT, and its children inherit that
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _blocked_dump(path: Path, tmp_path: Path) -> tuple[subprocess.Popen, socket.socket]:
-    """A live dump handed to the service, waiting for a QMP greeting that never comes."""
+def _blocked_dump(path: Path, tmp_path: Path, ctrl_c=signal.SIG_DFL) -> tuple[subprocess.Popen, socket.socket]:
+    """A live dump handed to the service, waiting for a QMP greeting that never comes; its
+    caller's SIGINT disposition `ctrl_c` (set either way: a test run started in the background,
+    as CI's, ignores SIGINT, and its children inherit that)."""
     qmp = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     qmp.bind(str(tmp_path / "qmp.sock"))
     qmp.listen()
     env = {**os.environ, SERVICE_ENV: str(path)}
     args = [OVM, "dump", "--live", "--qmp", str(tmp_path / "qmp.sock"), "--pid", "1", "-D", str(tmp_path / "out")]
     caller = subprocess.Popen(
-        args, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, preexec_fn=_ctrl_c_not_ignored
+        args,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, ctrl_c),
     )
     qmp.settimeout(30)
     greeted_never, _ = qmp.accept()  # kept open, silent
@@ -322,21 +324,7 @@ def test_a_name_that_is_not_utf8_reaches_the_command_as_it_is(service, tmp_path)
 
 def test_a_ctrl_c_the_caller_ignores_is_ignored_as_the_command_alone_ignores_it(service, tmp_path):
     proc, path = service
-    qmp = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    qmp.bind(str(tmp_path / "qmp.sock"))
-    qmp.listen()
-    env = {**os.environ, SERVICE_ENV: str(path)}
-    args = [OVM, "dump", "--live", "--qmp", str(tmp_path / "qmp.sock"), "--pid", "1", "-D", str(tmp_path / "out")]
-    caller = subprocess.Popen(
-        args,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    qmp.settimeout(30)
-    greeted_never, _ = qmp.accept()
+    caller, greeted_never = _blocked_dump(path, tmp_path, ctrl_c=signal.SIG_IGN)
     time.sleep(0.5)
     caller.send_signal(signal.SIGINT)
     time.sleep(1)
@@ -344,5 +332,4 @@ def test_a_ctrl_c_the_caller_ignores_is_ignored_as_the_command_alone_ignores_it(
     caller.send_signal(signal.SIGTERM)
     assert caller.wait(timeout=30) == 130
     greeted_never.close()
-    qmp.close()
     _until_no_descendants(proc.pid)
